@@ -1,0 +1,60 @@
+"""Workloads: the traffic a benchmark drives, as data (`servetune/data/workloads/*.yaml`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from servetune.schema.space import Distribution
+
+
+class ImageSpec(BaseModel):
+    """Images attached to each request of a multimodal workload."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    per_request: int = Field(default=1, ge=1)
+    """Images in each request."""
+    resolution: str = "720p"
+    """`4k`, `1080p`, `720p`, `360p` or `HxW` (e.g. `720x1280`), as SGLang's client spells it."""
+    format: Literal["jpeg", "png"] = "jpeg"
+    """Encoding of the images sent."""
+    reuse: Literal["unique", "pool"] = "unique"
+    """`unique`: every image is new (never repeated within or across runs); `pool`: drawn from a
+    small fixed set, so media caches can hit."""
+    pool_size: int = Field(default=8, ge=1)
+    """Distinct images when `reuse: pool`."""
+
+
+class Workload(BaseModel):
+    """A named benchmark workload: request shapes, load shape, warmup and seed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    """Kebab-case name, e.g. `single-image-stream`."""
+    summary: str
+    """One line: what traffic this stands for."""
+    kind: Literal["text", "multimodal"] = "text"
+    """`multimodal` workloads send images."""
+    requests: int = Field(default=256, ge=1)
+    """Measured requests per run (`--requests N` overrides)."""
+    max_concurrency: int | None = Field(default=64, ge=1)
+    """Requests in flight at most; None = unbounded."""
+    request_rate: float | None = Field(default=None, gt=0)
+    """Poisson arrival rate in req/s; None = send as fast as concurrency allows."""
+    input_tokens: int = Field(default=128, ge=1)
+    """Text input length in tokens."""
+    output_tokens: int = Field(default=128, ge=1)
+    """Output length in tokens (EOS ignored)."""
+    range_ratio: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Lengths vary uniformly in `[len * range_ratio, len]`; 0 keeps them fixed."""
+    warmup_requests: int = Field(default=8, ge=0)
+    """Requests sent and discarded before measuring."""
+    seed: int = 1
+    """Seed for prompt text and lengths (images stay unique across runs regardless)."""
+    images: ImageSpec | None = None
+    """Images per request; required when `kind: multimodal`."""
+    tune: dict[str, Distribution] = Field(default_factory=dict)
+    """Default search space for `servetune tune` with this workload."""
