@@ -1,0 +1,100 @@
+# Sourced by the device entry points (scripts/device/*.sh), ON the lent H200, from the repo root,
+# with carry [".sgl", ".whl"]. Sets up Python paths, SGLang 0.5.17 (lean bundle) and the weight-free
+# model dir, and makes sure no server we started outlives the call.
+#   . scripts/device/lib.sh; dev_setup qwen2_5_vl_3b; ...; (EXIT trap stops our servers, packs $OUT)
+# Python path order: /tmp/sgl/site (SGLang bundle, also servetune's pydantic 2.14.4 + pydantic-core 2.50.5:
+# one copy, shared) : /tmp/site (.whl: optuna, alembic, sqlalchemy, mako, colorlog, typing-extensions) : repo.
+set -uo pipefail
+: "${OUT:?OUT must be set (device call)}"
+REPO=$PWD
+T0=$(date +%s)
+STATE=/tmp/sgl/state            # pgids of servers this script family started (also across warm calls)
+mkdir -p "$STATE" "$OUT"
+exec > >(tee -a "$OUT/run.log") 2>&1
+
+stamp() { echo "[$(date +%H:%M:%S) +$(( $(date +%s) - T0 ))s] $*"; }
+
+# Stop every process group recorded in $STATE (ours only), TERM then KILL.
+stop_ours() {
+  local f pg
+  for f in "$STATE"/*.pgid; do
+    [ -f "$f" ] || continue
+    pg=$(cat "$f")
+    if kill -0 -- "-$pg" 2>/dev/null; then
+      stamp "stopping process group $pg ($(basename "$f"))"
+      kill -TERM -- "-$pg" 2>/dev/null
+      for _ in $(seq 30); do kill -0 -- "-$pg" 2>/dev/null || break; sleep 0.5; done
+      kill -KILL -- "-$pg" 2>/dev/null
+    fi
+    rm -f "$f"
+  done
+}
+
+# Caches that make a fresh machine's first server start shorter (flashinfer JIT norm kernel,
+# triton kernels, tvm-ffi): restored from .sgl/cache.tar.xz if carried; pack_cache saves them to $OUT.
+export FLASHINFER_WORKSPACE_BASE=/tmp/sgl/fi
+restore_cache() {
+  if [ -f .sgl/cache.tar.xz ] && [ ! -d /tmp/sgl/fi ]; then
+    stamp "restoring JIT caches from .sgl/cache.tar.xz"
+    tar xJf .sgl/cache.tar.xz -C / || stamp "cache restore failed (continuing)"
+  fi
+}
+pack_cache() {
+  local dirs=() d
+  for d in /tmp/sgl/fi /tmp/sgl/triton /tmp/sgl/tvmffi; do [ -d "$d" ] && dirs+=("${d#/}"); done
+  [ ${#dirs[@]} -gt 0 ] || return 0
+  tar cf - -C / "${dirs[@]}" 2>/dev/null | xz -6 -T0 > "$OUT/cache.tar.xz"
+  stamp "cache.tar.xz: $(du -h "$OUT/cache.tar.xz" | cut -f1)"
+}
+
+dev_setup() {  # ARCH
+  local arch=${1:-qwen2_5_vl_3b}
+  stop_ours                                 # a server left by an earlier (timed-out) call on a warm machine
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { stamp "wheel install failed"; return 1; }
+  export PYTHONPATH=/tmp/site:$REPO
+  restore_cache
+  # serve.sh clobbers MODE/ARCH and prepends /tmp/sgl/site to PYTHONPATH
+  # shellcheck disable=SC1091
+  source .sgl/bin/serve.sh env "$arch"
+  stamp "setup done: SGL_MODEL_DIR=$SGL_MODEL_DIR PYTHONPATH=$PYTHONPATH"
+}
+
+model_dir() {  # ARCH -> builds (if needed) and prints the weight-free model dir
+  local m=/tmp/sgl/models/$1
+  [ -f "$m/config.json" ] || python3 .sgl/bin/make_dummy_vlm.py "$1" "$m" >/dev/null
+  echo "$m"
+}
+
+port_free() { ! (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+
+# start_sglang NAME PORT DEADLINE_S ARGS... : starts python3 -m sglang.launch_server ARGS in its own
+# session (pgid recorded), waits for /health_generate; returns 1 (and stops it) if it dies or misses the deadline.
+start_sglang() {
+  local name=$1 port=$2 deadline=$3; shift 3
+  port_free "$port" || { stamp "port $port is taken before start: refusing"; return 1; }
+  setsid python3 -m sglang.launch_server --port "$port" "$@" > "/tmp/sgl/$name.log" 2>&1 < /dev/null &
+  local pid=$! t=$(date +%s)
+  sleep 0.2
+  local pg; pg=$(ps -o pgid= -p "$pid" | tr -d ' '); pg=${pg:-$pid}
+  echo "$pg" > "$STATE/$name.pgid"
+  stamp "started $name pid $pid pgid $pg: python3 -m sglang.launch_server --port $port $*"
+  while :; do
+    if ! kill -0 "$pid" 2>/dev/null; then stamp "$name died"; tail -40 "/tmp/sgl/$name.log"; return 1; fi
+    if curl -sf -m 20 "http://127.0.0.1:$port/health_generate" >/dev/null 2>&1; then
+      stamp "$name ready after $(( $(date +%s) - t ))s"; return 0; fi
+    if [ $(( $(date +%s) - t )) -gt "$deadline" ]; then
+      stamp "$name not ready within ${deadline}s"; tail -40 "/tmp/sgl/$name.log"; stop_ours; return 1; fi
+    sleep 2
+  done
+}
+
+left() { echo $(( ${BUDGET_S:-540} - ($(date +%s) - T0) )); }   # seconds left of this call's own budget
+
+on_exit() {
+  stop_ours
+  stamp "exit; wall $(( $(date +%s) - T0 ))s"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null | sed 's/^/gpu memory used after stop: /'
+}
+trap on_exit EXIT
+trap 'stamp "signal: stopping"; exit 130' INT TERM
