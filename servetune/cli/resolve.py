@@ -1,9 +1,179 @@
-"""`servetune resolve` commands (placeholder until implemented)."""
+"""`servetune resolve` and `servetune explain`."""
 
 from __future__ import annotations
 
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
 import typer
+
+from servetune.cli._options import (
+    OUT,
+    EnvOpt,
+    GpuOpt,
+    HardwareOpt,
+    ModelOpt,
+    NnodesOpt,
+    NoRulesOpt,
+    PresetOpt,
+    ResolveOpts,
+    RulesOpt,
+    SetOpt,
+    TpOpt,
+    VersionOpt,
+    WorkloadOpt,
+    resolve_from_opts,
+)
+
+
+class Format(str, Enum):
+    """Output formats of `servetune resolve`."""
+
+    table = "table"
+    args = "args"
+    shell = "shell"
+    env = "env"
+    yaml = "yaml"
+    json = "json"
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def resolution_json(res) -> dict[str, Any]:
+    """The `--format json` object: argv, env, decisions, skipped, facts."""
+    decisions = []
+    for resolved in list(res.config.fields.values()) + list(res.config.env.values()):
+        d = resolved.decision
+        decisions.append({
+            "field": resolved.key, "kind": resolved.kind, "value": resolved.value, "layer": d.layer,
+            "source": d.source, "location": d.location, "reason": d.reason,
+            "replaced": [{"value": p.value, "layer": p.layer, "source": p.source} for p in resolved.chain[:-1]],
+        })
+    return {
+        "sglang_version": res.config.sglang_version,
+        "argv": res.argv(),
+        "env": res.env(),
+        "decisions": decisions,
+        "skipped": [s.model_dump() for s in res.config.skipped],
+        "facts": res.facts.model_dump(mode="json"),
+    }
+
+
+def _header(res) -> str:
+    g, m = res.facts.gpu, res.facts.model
+    return (f"# {m.path} ({m.type}, {m.params_b:g}B{' MoE' if m.is_moe else ''}{', multimodal' if m.multimodal else ''}) "
+            f"on {g.count}x {g.name} ({g.arch}, {g.memory_mib / 1024:.1f} GiB), SGLang {res.config.sglang_version}, "
+            f"workload {res.facts.workload.name}")
+
+
+def print_table(res) -> None:
+    """Launch line, env and the decisions table (human output)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from servetune.render import render_shell
+
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(_header(res), markup=False)
+    console.print(render_shell(res.argv(), res.env()), markup=False)
+    table = Table(title="decisions", title_justify="left", show_lines=False)
+    for col in ("field", "value", "layer", "source", "why"):
+        table.add_column(col, overflow="fold")
+    for resolved in list(res.config.fields.values()) + list(res.config.env.values()):
+        d = resolved.decision
+        replaced = f" (over {resolved.chain[-2].layer} {resolved.chain[-2].source})" if len(resolved.chain) > 1 else ""
+        table.add_row(resolved.key, _value_text(resolved.value), d.layer, d.source + replaced, d.reason)
+    if table.row_count:
+        console.print(table)
+    else:
+        console.print("no rule matched and nothing was pinned: SGLang decides every field at launch", markup=False)
+    for s in res.config.skipped:
+        console.print(f"skipped {s.key} from {s.source}: {s.reason}", markup=False)
+
+
+def emit(res, fmt: Format, out: Optional[Path]) -> None:
+    """Write the resolution in `fmt` to stdout or `out`."""
+    from servetune.render import render_config_yaml, render_env_lines, render_shell
+
+    if fmt is Format.table:
+        print_table(res)
+        return
+    if fmt is Format.args:
+        import shlex
+
+        text = " ".join(shlex.quote(a) for a in res.argv()) + "\n"
+    elif fmt is Format.shell:
+        text = render_shell(res.argv(), res.env())
+    elif fmt is Format.env:
+        text = render_env_lines(res.env())
+    elif fmt is Format.yaml:
+        import shlex
+
+        body, rest = render_config_yaml(res.config, res.catalog, res.facts.model.path)
+        env = res.env()
+        cmd = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), "python -m sglang.launch_server --config",
+                        shlex.quote(str(out) if out else "config.yaml"), *(shlex.quote(a) for a in rest)])
+        text = f"# SGLang --config file from servetune. Launch with:\n#   {cmd}\n" + body
+    else:
+        text = json.dumps(resolution_json(res), indent=2, default=str) + "\n"
+    if out:
+        out.write_text(text, encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
+    """Add `resolve` and `explain`."""
+
+    @app.command("resolve")
+    def resolve_cmd(
+        model: ModelOpt,
+        gpu: GpuOpt = None,
+        hardware: HardwareOpt = None,
+        workload: WorkloadOpt = None,
+        sglang_version: VersionOpt = None,
+        preset: PresetOpt = None,
+        set_: SetOpt = None,
+        env: EnvOpt = None,
+        nnodes: NnodesOpt = None,
+        tp: TpOpt = None,
+        rules: RulesOpt = None,
+        no_rules: NoRulesOpt = False,
+        fmt: Annotated[Format, typer.Option("--format", "-f", help="table (launch line + decisions), args, shell, env, yaml (SGLang --config), json.", rich_help_panel=OUT)] = Format.table,
+        out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write to this file instead of stdout.", rich_help_panel=OUT)] = None,
+    ) -> None:
+        """Resolve an explained, validated SGLang launch for a model, GPU, workload and SGLang version."""
+        opts = ResolveOpts(model, gpu, hardware, workload, sglang_version, preset, set_ or [], env or [], nnodes, tp, rules or [], no_rules)
+        emit(resolve_from_opts(opts), fmt, out)
+
+    @app.command("explain")
+    def explain_cmd(
+        field: Annotated[Optional[str], typer.Argument(help="SGLang field or SGLANG_* env var; all decided ones when omitted.")] = None,
+        model: ModelOpt = ...,
+        gpu: GpuOpt = None,
+        hardware: HardwareOpt = None,
+        workload: WorkloadOpt = None,
+        sglang_version: VersionOpt = None,
+        preset: PresetOpt = None,
+        set_: SetOpt = None,
+        env: EnvOpt = None,
+        nnodes: NnodesOpt = None,
+        tp: TpOpt = None,
+        rules: RulesOpt = None,
+        run: Annotated[Optional[Path], typer.Option("--run", help="A launch's run directory: also show what SGLang itself changed (/server_info).", rich_help_panel=OUT)] = None,
+    ) -> None:
+        """Show the decision chain behind each value: layer, rule and location, matched facts, what it replaced."""
+        from servetune.cli._explain import explain
+
+        opts = ResolveOpts(model, gpu, hardware, workload, sglang_version, preset, set_ or [], env or [], nnodes, tp, rules or [])
+        explain(resolve_from_opts(opts), field, run)

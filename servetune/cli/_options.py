@@ -1,0 +1,64 @@
+"""Options shared by the commands that resolve a launch (resolve, explain, launch, bench, tune).
+
+    from servetune.cli._options import ResolveOpts, resolve_from_opts
+    def cmd(model: ModelOpt, gpu: GpuOpt = None, ...):
+        res = resolve_from_opts(ResolveOpts(model=model, gpu=gpu, ...))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+HW, MODEL, WORK, OUT, TUNE = "Hardware", "Model", "Workload", "Output", "Tuning"
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Bundled model name, HF id, or local model directory (holding config.json).", rich_help_panel=MODEL)]
+GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="Named GPU profile, e.g. h200 or h100-sxm:8 (see `servetune hardware --list`). Without --gpu/--hardware, NVML detects this machine's GPUs.", rich_help_panel=HW)]
+HardwareOpt = Annotated[Optional[Path], typer.Option("--hardware", help="Hardware profile file written by `servetune hardware --save`.", rich_help_panel=HW)]
+WorkloadOpt = Annotated[Optional[str], typer.Option("--workload", "-w", help="Workload name or file; its facts (e.g. single-use vs repeated images) feed the rules.", rich_help_panel=WORK)]
+VersionOpt = Annotated[Optional[str], typer.Option("--sglang-version", help="Target SGLang version (default: the installed SGLang if it has a catalog, else the newest catalog).", rich_help_panel=MODEL)]
+PresetOpt = Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset name or file (applied above rules, below --set).", rich_help_panel=MODEL)]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Pin an SGLang field: FIELD=VALUE (repeatable). Pins win over everything but `require` rules.", rich_help_panel=MODEL)]
+EnvOpt = Annotated[Optional[list[str]], typer.Option("--env", "-e", help="Pin an env var: NAME=VALUE (repeatable).", rich_help_panel=MODEL)]
+NnodesOpt = Annotated[Optional[int], typer.Option("--nnodes", min=1, help="Nodes the server spans (pins nnodes).", rich_help_panel=HW)]
+TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel size (pins tp_size).", rich_help_panel=HW)]
+RulesOpt = Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule file (repeatable).", rich_help_panel=MODEL)]
+NoRulesOpt = Annotated[bool, typer.Option("--no-rules", help="Apply no rules: SGLang's own defaults plus preset and pins.", rich_help_panel=MODEL)]
+
+
+@dataclass
+class ResolveOpts:
+    """The options above, gathered."""
+
+    model: str
+    gpu: str | None = None
+    hardware: Path | None = None
+    workload: str | None = None
+    sglang_version: str | None = None
+    preset: str | None = None
+    sets: list[str] = field(default_factory=list)
+    envs: list[str] = field(default_factory=list)
+    nnodes: int | None = None
+    tp: int | None = None
+    rules: list[Path] = field(default_factory=list)
+    no_rules: bool = False
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `servetune.api.resolve_launch`."""
+        return dict(
+            gpu=self.gpu, hardware=self.hardware, workload=self.workload, sglang_version=self.sglang_version,
+            preset=self.preset, sets=self.sets or [], envs=self.envs or [], nnodes=self.nnodes, tp=self.tp,
+            rules_files=self.rules or [], use_rules=not self.no_rules,
+        )
+
+
+def resolve_from_opts(opts: ResolveOpts, **overrides: Any):
+    """Resolve a launch from CLI options (`servetune.api.resolve_launch`)."""
+    from servetune.api import resolve_launch
+
+    kwargs = opts.kwargs()
+    kwargs.update(overrides)
+    return resolve_launch(opts.model, **kwargs)
