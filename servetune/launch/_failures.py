@@ -1,0 +1,75 @@
+"""Classify why a server failed, from its exit status and its log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+FailureClass = Literal["oom", "crash", "startup_timeout", "port_in_use", "bad_command", "wrong_server", "bench_error", "interrupted"]
+"""Every failure class a launch or a managed run can end in."""
+
+OOM_MARKERS = (
+    "CUDA out of memory",
+    "OutOfMemoryError",
+    "Not enough memory",
+    "CUDA error: out of memory",
+    "cudaErrorMemoryAllocation",
+    "RuntimeError: Not enough memory",
+)
+PORT_MARKERS = ("Address already in use", "address already in use", "[Errno 98]")
+BAD_COMMAND_MARKERS = ("No module named", "unrecognized arguments:", "error: argument", "command not found", "ambiguous option")
+
+EXIT_NOT_FOUND = 127
+EXIT_NOT_EXECUTABLE = 126
+EXIT_USAGE = 2
+
+
+def classify_failure(exit_code: int | None, log_text: str) -> FailureClass:
+    """The failure class of a server that exited (or never served), from its exit status and log.
+
+    Args:
+        exit_code: The process's exit status (negative for a signal), or None when it still runs.
+        log_text: Its log, or the tail of it; the markers are searched in the last 64 KiB.
+
+    Returns:
+        `oom` when a CUDA/host out-of-memory marker is present, `port_in_use` for a bind error,
+        `bad_command` for a missing program/module or a rejected command line, else `crash`.
+    """
+    tail = log_text[-65536:]
+    if any(m in tail for m in OOM_MARKERS):
+        return "oom"
+    if any(m in tail for m in PORT_MARKERS):
+        return "port_in_use"
+    if exit_code in (EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE):
+        return "bad_command"
+    if any(m in tail for m in BAD_COMMAND_MARKERS) or (exit_code == EXIT_USAGE and "usage:" in tail):
+        return "bad_command"
+    return "crash"
+
+
+def read_tail(path: Path, lines: int = 40, max_bytes: int = 65536) -> str:
+    """The last `lines` lines of a log file ('' when it does not exist)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def describe_exit(exit_code: int | None) -> str:
+    """'exit status 1' or 'killed by signal 9 (SIGKILL)'."""
+    if exit_code is None:
+        return "still running"
+    if exit_code < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = "?"
+        return f"killed by signal {-exit_code} ({name})"
+    return f"exit status {exit_code}"

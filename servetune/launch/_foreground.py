@@ -1,0 +1,117 @@
+"""`servetune launch`: resolve, start SGLang in the foreground, follow its log, stop it on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from servetune.launch._rundir import new_run_dir, redact_argv, redact_env, write_facts, write_resolved
+from servetune.launch._server import RUNS_DIR_ENV, LaunchOptions, ServerHandle, start_server
+
+
+class LogFollower:
+    """Copies new lines of a log file to a stream until stopped (tail -f in a thread)."""
+
+    def __init__(self, path: Path, out: TextIO, prefix: str = "") -> None:
+        self.path = path
+        self.out = out
+        self.prefix = prefix
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="servetune-log-follower", daemon=True)
+
+    def start(self) -> LogFollower:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+    def _run(self) -> None:
+        pos = 0
+        buf = b""
+        while True:
+            stopping = self._stop.is_set()
+            try:
+                with open(self.path, "rb") as fh:
+                    fh.seek(pos)
+                    chunk = fh.read()
+            except FileNotFoundError:
+                chunk = b""
+            pos += len(chunk)
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                self.out.write(self.prefix + line.decode("utf-8", errors="replace") + "\n")
+            self.out.flush()
+            if stopping:
+                return
+            self._stop.wait(0.1)
+
+
+def shell_line(prefix: Sequence[str], argv: Sequence[str], env: dict[str, str]) -> str:
+    """The launch as one copy-pasteable shell line (secrets redacted)."""
+    assigns = [f"{k}={shlex.quote(v)}" for k, v in redact_env(env).items()]
+    return " ".join([*assigns, shlex.join(redact_argv([*prefix, *argv]))])
+
+
+def run_foreground(
+    *,
+    model: str,
+    gpu: str | None,
+    hardware: Path | None,
+    preset: str | None,
+    workload: str | None,
+    sglang_version: str | None,
+    sets: Sequence[str],
+    envs: Sequence[str],
+    host: str,
+    port: int,
+    sglang_cmd: str | None,
+    run_dir: Path | None,
+    startup_timeout_s: float,
+    stop_grace_s: float,
+    follow_log: bool,
+) -> int:
+    """Resolve and serve until Ctrl-C (exit 130) or until the server dies (a `LaunchError`, exit 1)."""
+    from servetune.api import resolve_launch
+
+    res = resolve_launch(model, gpu=gpu, hardware=hardware, workload=workload, sglang_version=sglang_version,
+                         preset=preset, sets=tuple(sets), envs=tuple(envs))
+    argv, env, requested = list(res.argv()), dict(res.env()), dict(res.requested())
+    run_dir = run_dir or new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), "launch")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_facts(run_dir, getattr(res, "facts", {}))
+    write_resolved(run_dir, res)
+    options = LaunchOptions(sglang_cmd=sglang_cmd, host=host, port=port, startup_timeout_s=startup_timeout_s,
+                            stop_grace_s=stop_grace_s, run_dir=run_dir)
+    print(shell_line(options.command_prefix(), [*argv, "--host", host, "--port", str(port)], env), flush=True)
+    print(f"run directory: {run_dir}", flush=True)
+    follower = LogFollower(run_dir / "server.log", sys.stdout, prefix="[server] ").start() if follow_log else None
+    handle: ServerHandle | None = None
+    try:
+        handle = start_server(argv, env, requested, options)
+        print(f"ready: {handle.url} (pid {handle.pid}, started in {handle.startup_s:.1f} s)", flush=True)
+        print(handle.diff.render(), flush=True)
+        print("serving; Ctrl-C stops the server", flush=True)
+        while True:
+            handle.check_alive()
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("\nstopping the server ...", file=sys.stderr, flush=True)
+        raise
+    finally:
+        if handle is not None:
+            try:
+                handle.stop()
+            except KeyboardInterrupt:
+                handle.stop(grace_s=0)
+            print(f"server stopped ({handle.stop_s or 0:.1f} s); log: {handle.log_path}", file=sys.stderr, flush=True)
+        if follower is not None:
+            follower.stop()

@@ -1,0 +1,106 @@
+"""Port reservation that is safe under parallel launches, in one process and across processes.
+
+A port is ours when two things hold at once:
+
+1. a *reservation*: an exclusive `flock` on `<tmp>/servetune-ports-<uid>/<port>.lock`. flock
+   locks belong to the open file description, so two threads of one process conflict exactly
+   like two processes do; the lock is released by the kernel if the holder dies (no stale
+   reservations after kill -9);
+2. a *bind check*: nothing listens there (a socket with SO_REUSEADDR, as uvicorn uses, binds it).
+
+Candidates are drawn at random (from the OS's entropy, so forked workers do not repeat each
+other) from ports below the kernel's ephemeral range, which outgoing connections never take.
+The reservation is held until the server has stopped, so the port is not handed out again
+while the server may still be bound to it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import random
+import socket
+import tempfile
+from pathlib import Path
+
+_RNG = random.SystemRandom()
+DEFAULT_RANGE = (20000, 32767)
+
+
+def _lock_dir() -> Path:
+    path = Path(tempfile.gettempdir()) / f"servetune-ports-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """True when a server could bind `host:port` now (nothing listens there)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _candidate_range() -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return DEFAULT_RANGE
+    if lo > 11000:
+        return 10000, lo - 1
+    return hi + 1, 65535
+
+
+class PortReservation:
+    """An exclusive claim on one port among servetune launchers; release it after the server stops."""
+
+    def __init__(self, port: int, fd: int) -> None:
+        self.port = port
+        self._fd: int | None = fd
+
+    @classmethod
+    def try_acquire(cls, port: int) -> PortReservation | None:
+        """The reservation, or None when another launcher (thread or process) holds it."""
+        fd = os.open(_lock_dir() / f"{port}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        return cls(port, fd)
+
+    def release(self) -> None:
+        """Give the port back (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    @property
+    def held(self) -> bool:
+        """Whether this reservation is still held."""
+        return self._fd is not None
+
+
+def reserve_free_port(host: str, attempts: int = 200) -> PortReservation:
+    """Reserve a random port that no launcher holds and nothing listens on.
+
+    Raises:
+        OSError: when no candidate was free after `attempts` tries.
+    """
+    lo, hi = _candidate_range()
+    for _ in range(attempts):
+        port = _RNG.randint(lo, hi)
+        res = PortReservation.try_acquire(port)
+        if res is None:
+            continue
+        if port_is_free(host, port):
+            return res
+        res.release()
+    raise OSError(f"no free port found on {host} in {lo}-{hi} after {attempts} tries")

@@ -1,0 +1,80 @@
+"""A stand-in for an SGLang server, for tests and for exercising the launcher and the tuner.
+
+    python -m servetune.standin --model-path any/model [SGLang flags...] --host 127.0.0.1 --port 30000
+
+**What it stands for.** The process boundary and HTTP surface of `python -m
+sglang.launch_server`: it takes the same argv (the flags it models are parsed, every other flag
+is accepted and ignored), prints a log, binds `--host/--port` only once "loaded", answers the
+endpoints the launcher and the benchmark clients use, streams OpenAI chat completions over a
+real socket, shuts down on SIGTERM, and reports its resolved configuration on `/server_info`.
+Its latency and throughput depend on its flags (the landscape below), so a tuner has something
+real to climb, in seconds instead of GPU-minutes.
+
+**What it does not stand for.** No model, no tokenizer, no GPU: output text is filler words,
+token counts are word counts (each image counts 1000 tokens), the landscape is a documented
+toy model and not a prediction of SGLang's performance, and its resolution of unset fields
+imitates SGLang's shape, not its values. Passing a test against it shows that orchestration,
+failure handling and the search loop work; it shows nothing about SGLang's speed.
+
+Endpoints: `GET /health`, `/health_generate`, `/ready` (503 until ready or while hanging),
+`/model_info` (+ deprecated `/get_model_info`), `/server_info` (+ `/get_server_info`),
+`/v1/models`, `GET|POST /flush_cache`; `POST /v1/chat/completions` (OpenAI chat, `stream`
+with SSE chunks, `[DONE]` and usage, `image_url` content parts), `POST /v1/completions`,
+`POST /generate` (SGLang native, text only).
+
+`/server_info` holds SGLang-like `resolved_dict()` fields plus `launch_command`, `version`
+(`"standin-<servetune version>"`), `pid`, `startup_time` and a `standin` block (knobs in
+effect, KV capacity, start-up delay). Resolution of unset fields:
+
+| field | when unset | deliberate change (so a requested-vs-effective diff finds it) |
+|---|---|---|
+| `mem_fraction_static` | 0.80 | |
+| `chunked_prefill_size` | 8192 | |
+| `cuda_graph_max_bs_decode` | 32 | capped to `max_running_requests` |
+| `max_running_requests` | KV capacity // 512, at most 4096 | |
+| `mm_feature_transport` | `"cpu"` | |
+| `prefill_decode_interval` | 0 | |
+| `stream_interval` | 1 | |
+
+**Behaviour knobs** (environment variables; all optional):
+
+| variable | effect |
+|---|---|
+| `SERVETUNE_STANDIN_START_DELAY_S` | seconds to "load the model" before binding the port (default 0) |
+| `SERVETUNE_STANDIN_WARMUP_S` | seconds the port is bound but health answers 503 (default 0) |
+| `SERVETUNE_STANDIN_OOM_AT_START=1` | after the delay, log a CUDA OOM traceback and exit 1 |
+| `SERVETUNE_STANDIN_CRASH_AFTER=N` | after N generation requests, log a scheduler crash and exit 1 |
+| `SERVETUNE_STANDIN_OOM_AFTER=N` | after N generation requests, log a CUDA OOM and exit 1 |
+| `SERVETUNE_STANDIN_HANG=1` | bind the port but never become healthy |
+| `SERVETUNE_STANDIN_IGNORE_SIGTERM=1` | ignore SIGTERM (it and its children need SIGKILL) |
+| `SERVETUNE_STANDIN_CHILDREN=N` | start N idle child processes (as SGLang starts schedulers) |
+| `SERVETUNE_STANDIN_TIME_SCALE` | real seconds per simulated second (default 0.1) |
+| `SERVETUNE_STANDIN_NOISE` | relative sigma of log-normal noise on service times (default 0) |
+| `SERVETUNE_STANDIN_SEED` | seed of that noise (default 0) |
+| `SERVETUNE_STANDIN_MAX_CHUNKS` | most SSE chunks per response; tokens are grouped (default 16) |
+
+**The landscape** (simulated milliseconds; real time = simulated × TIME_SCALE):
+
+- *Admission.* FCFS queue; a request runs when fewer than `max_running_requests` run and its
+  tokens (input + output) fit the KV pool: `(mem_fraction_static - 0.45) * 400000 -
+  100 * cuda_graph_max_bs_decode` tokens (a wider decode graph costs memory).
+- *Memory.* `mem_fraction_static > 0.92` dies at start with CUDA OOM; `>= 0.90` dies with CUDA
+  OOM under load once 128 requests run at once.
+- *Prefill.* `1.5 * ceil(tokens / chunked_prefill_size) + 0.004 * tokens`, plus per image:
+  `cpu` 8 + 1 per 50 KB of payload, `cuda_ipc` 2 + 1 per 200 KB (3 more while 48+ requests run
+  unless `SGLANG_MM_FEATURE_CACHE_MB` >= 1024), `cuda_vmm` 3 + 1 per 200 KB. With `cpu`
+  transport a repeated image costs 0.5 (media cache; off when `SGLANG_VLM_CACHE_SIZE_MB=0`).
+- *Prefill/decode interval.* With interval k > 0, a prefill waits until k decode steps have
+  passed since the previous prefill started (higher TTFT, fewer interrupted decode steps).
+- *Decode step* for a running batch b: `6 + 0.06 * b`, plus 5 when b exceeds
+  `cuda_graph_max_bs_decode` (eager launch), plus `2 + 0.002 * min(chunked_prefill_size,
+  prefill tokens)` while a prefill runs.
+
+The defaults are therefore not the optimum: at 64 concurrent requests the decode graph (32)
+is too narrow, single-use images prefer `cuda_ipc`, repeated images prefer `cpu` with the
+media cache, and a prefill/decode interval trades TTFT for throughput.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
