@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from servetune.schema.space import Distribution
 
@@ -16,8 +16,8 @@ class ImageSpec(BaseModel):
 
     per_request: int = Field(default=1, ge=1)
     """Images in each request."""
-    resolution: str = "720p"
-    """`4k`, `1080p`, `720p`, `360p` or `HxW` (e.g. `720x1280`), as SGLang's client spells it."""
+    resolution: str = Field(default="720p", pattern=r"^(4k|1080p|720p|360p|[1-9][0-9]*x[1-9][0-9]*)$")
+    """`4k`, `1080p`, `720p`, `360p` or `HxW` (height x width, e.g. `720x1280`), as SGLang's client spells it."""
     format: Literal["jpeg", "png"] = "jpeg"
     """Encoding of the images sent."""
     reuse: Literal["unique", "pool"] = "unique"
@@ -25,6 +25,16 @@ class ImageSpec(BaseModel):
     small fixed set, so media caches can hit."""
     pool_size: int = Field(default=8, ge=1)
     """Distinct images when `reuse: pool`."""
+
+    def size(self) -> tuple[int, int]:
+        """(width, height) in pixels."""
+        if self.resolution in _RESOLUTIONS:
+            return _RESOLUTIONS[self.resolution]
+        height, width = (int(part) for part in self.resolution.split("x"))
+        return width, height
+
+
+_RESOLUTIONS = {"4k": (3840, 2160), "1080p": (1920, 1080), "720p": (1280, 720), "360p": (640, 360)}
 
 
 class Workload(BaseModel):
@@ -48,13 +58,26 @@ class Workload(BaseModel):
     """Text input length in tokens."""
     output_tokens: int = Field(default=128, ge=1)
     """Output length in tokens (EOS ignored)."""
-    range_ratio: float = Field(default=0.0, ge=0.0, le=1.0)
-    """Lengths vary uniformly in `[len * range_ratio, len]`; 0 keeps them fixed."""
+    range_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Lengths are drawn uniformly from `[max(1, int(len * range_ratio)), len]`, as SGLang's
+    `--random-range-ratio`; 1.0 keeps them fixed."""
     warmup_requests: int = Field(default=8, ge=0)
     """Requests sent and discarded before measuring."""
     seed: int = 1
     """Seed for prompt text and lengths (images stay unique across runs regardless)."""
     images: ImageSpec | None = None
     """Images per request; required when `kind: multimodal`."""
+    steady_trim: float = Field(default=0.1, ge=0.0, lt=0.5)
+    """Fraction of completions left out at each end of the steady-state window (ramp-up, drain)."""
+    request_timeout_s: float = Field(default=600.0, gt=0)
+    """A request that takes longer counts as failed."""
     tune: dict[str, Distribution] = Field(default_factory=dict)
     """Default search space for `servetune tune` with this workload."""
+
+    @model_validator(mode="after")
+    def _check_images(self) -> "Workload":
+        if self.kind == "multimodal" and self.images is None:
+            raise ValueError("`images` must be set when `kind: multimodal`, but got none")
+        if self.kind == "text" and self.images is not None:
+            raise ValueError("`images` needs `kind: multimodal`, but got `kind: text`")
+        return self

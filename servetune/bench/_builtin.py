@@ -1,0 +1,354 @@
+"""The builtin client: an asyncio streaming OpenAI chat client on httpx, no SGLang needed.
+
+Shape of a run (the same as SGLang's `bench_serving`):
+1. `GET /v1/models` (fails fast with the URL and a remedy when nothing answers; picks the
+   model id when none is given).
+2. Request bodies are built ahead of the send loop, in worker threads, into a bounded
+   queue; the measured clock starts only when the queue is full, so building never stalls
+   traffic. Every image is distinct (see `servetune.bench.images`).
+3. `warmup_requests` requests (max 32 output tokens, distinct images), not measured.
+4. The measured requests: Poisson arrivals at `request_rate` (or all at once), at most
+   `max_concurrency` in flight, HTTP/1.1 keep-alive connections. Each request streams
+   (`stream_options.include_usage`), with `temperature: 0` and `ignore_eos: true`.
+
+Timing follows SGLang's client exactly (see `servetune.bench.metrics`). Output tokens are
+the server's `usage.completion_tokens` (the requested length if the server sends no usage);
+input tokens are the server's `usage.prompt_tokens`, which include the chat template and
+the image tokens (the client's own estimate, flagged `input_tokens_source: client`, if not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics
+from servetune.bench.prompts import make_prompt, sample_lengths
+from servetune.errors import BenchError
+from servetune.schema.workload import Workload
+
+WARMUP_OUTPUT_TOKENS = 32
+_PLACEHOLDER = "@@servetune-image-{}@@"
+
+
+class _Bodies:
+    """Builds request bodies (JSON bytes); thread-safe, images cached only for a pool."""
+
+    def __init__(self, workload: Workload, model: str, measured: int, warmup: int, nonce: bytes | None) -> None:
+        from servetune.bench.images import ImageFactory
+
+        self.workload, self.model = workload, model
+        rng = random.Random(workload.seed)
+        total = measured + warmup
+        self.input_lens = sample_lengths(workload.input_tokens, workload.range_ratio, total, rng)
+        self.output_lens = sample_lengths(workload.output_tokens, workload.range_ratio, total, rng)
+        self.images = workload.images
+        self.factory = None
+        self._pool: dict[int, bytes] = {}
+        self._lock = threading.Lock()
+        if self.images is not None:
+            width, height = self.images.size()
+            if self.images.reuse == "pool":
+                nonce = hashlib.sha256(f"servetune-pool:{workload.seed}".encode()).digest()[:16]
+            self.factory = ImageFactory(width, height, self.images.format, nonce=nonce)
+        self.prep_s = 0.0
+
+    def _image_b64(self, index: int) -> bytes:
+        if self.images.reuse == "pool":
+            key = index % self.images.pool_size
+            with self._lock:
+                cached = self._pool.get(key)
+            if cached is None:
+                cached = self.factory.base64(key)
+                with self._lock:
+                    self._pool[key] = cached
+            return cached
+        return self.factory.base64(index)
+
+    def build(self, index: int, warmup: bool) -> tuple[bytes, int, int, int]:
+        """(body, images, expected output tokens, estimated prompt tokens) of request `index`."""
+        started = time.perf_counter()
+        text = make_prompt(self.workload.seed, index, self.input_lens[index])
+        max_tokens = min(self.output_lens[index], WARMUP_OUTPUT_TOKENS) if warmup else self.output_lens[index]
+        count = self.images.per_request if self.images is not None else 0
+        if count:
+            content: Any = [{"type": "image_url", "image_url": {"url": _PLACEHOLDER.format(k)}} for k in range(count)]
+            content.append({"type": "text", "text": text})
+        else:
+            content = text
+        payload = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+        }
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        for k in range(count):
+            url = b"data:" + self.factory.mime.encode() + b";base64," + self._image_b64(index * count + k)
+            body = body.replace(_PLACEHOLDER.format(k).encode(), url, 1)
+        elapsed = time.perf_counter() - started
+        with self._lock:
+            self.prep_s += elapsed
+        return body, count, max_tokens, self.input_lens[index]
+
+
+def _auth_headers() -> dict[str, str]:
+    key = os.environ.get("OPENAI_API_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def base_url_of(url: str) -> str:
+    """`http://host:port` from what a user may type (`host:port`, a trailing `/` or `/v1`)."""
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+async def probe_server(client, url: str) -> list[str]:
+    """Model ids the server lists at /v1/models; a clear `BenchError` when it does not answer."""
+    import httpx
+
+    try:
+        response = await client.get("/v1/models", timeout=10.0)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise BenchError(
+            f"cannot reach the server at {url} ({type(exc).__name__})",
+            help="start the server first (e.g. `servetune launch --model M`), or fix --url (SGLang listens on port 30000 by default)",
+        ) from None
+    except httpx.HTTPError as exc:
+        raise BenchError(f"the server at {url} did not answer GET /v1/models: {type(exc).__name__}: {exc}",
+                         help="is this an OpenAI-compatible server (SGLang, vLLM)?") from None
+    if response.status_code != 200:
+        raise BenchError(f"the server at {url} answered GET /v1/models with HTTP {response.status_code}",
+                         help="is this an OpenAI-compatible server, and is it ready? (an API key goes in OPENAI_API_KEY)")
+    try:
+        return [entry["id"] for entry in response.json().get("data", [])]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
+async def _send(client, body: bytes, record: RequestRecord, expected_output: int, timeout: float, clock0: float) -> None:
+    import httpx
+
+    ttft = 0.0
+    latency = 0.0
+    output_len = expected_output
+    started = time.perf_counter()
+    record.start = started - clock0
+    last = started
+    try:
+        async with client.stream("POST", "/v1/chat/completions", content=body,
+                                 headers={"Content-Type": "application/json"}, timeout=timeout) as response:
+            if response.status_code != 200:
+                detail = (await response.aread())[:200].decode("utf-8", "replace").strip()
+                record.error = f"HTTP {response.status_code}: {detail}" if detail else f"HTTP {response.status_code}"
+                return
+            async for line in response.aiter_lines():
+                line = line.strip()
+                if not line:
+                    continue
+                now = time.perf_counter()
+                latency = now - started
+                if line.startswith("data:"):
+                    line = line[5:].strip()
+                if line == "[DONE]":
+                    continue
+                data = json.loads(line)
+                if data.get("error"):
+                    error = data["error"]
+                    record.error = "stream error: " + (error.get("message", str(error)) if isinstance(error, dict) else str(error))
+                    return
+                usage = data.get("usage") or {}
+                output_len = usage.get("completion_tokens", output_len)
+                if usage.get("prompt_tokens") is not None:
+                    record.prompt_len = usage["prompt_tokens"]
+                    record.prompt_len_from_server = True
+                choices = data.get("choices") or []
+                if not choices:
+                    continue
+                delta = choices[0].get("delta") or {}
+                content = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+                if content:
+                    if ttft == 0.0:
+                        ttft = now - started
+                    else:
+                        record.itl.append(now - last)
+                    last = now
+    except httpx.TimeoutException:
+        record.error = f"timed out after {timeout:g} s"
+        return
+    except (httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        record.error = f"{type(exc).__name__}: {exc}".strip()
+        return
+    if ttft == 0.0:
+        record.error = "the stream ended without any generated text"
+        return
+    record.success = True
+    record.ttft, record.latency, record.output_len = ttft, latency, int(output_len)
+
+
+async def run_builtin_async(
+    url: str,
+    workload: Workload,
+    *,
+    requests: int,
+    model: str | None = None,
+    run_dir: Path | None = None,
+    on_progress: Callable[[int, int, Metrics], None] | None = None,
+    should_stop: Callable[[int, Metrics], bool] | None = None,
+    nonce: bytes | None = None,
+) -> Metrics:
+    """Run `workload` against `url` (see the module docstring); the asynchronous core."""
+    import httpx
+
+    base = base_url_of(url)
+    concurrency = workload.max_concurrency
+    connections = concurrency or 1024
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    timeout = httpx.Timeout(workload.request_timeout_s, connect=10.0)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout, headers=_auth_headers(), http1=True, http2=False) as client:
+        models = await probe_server(client, base)
+        model = model or (models[0] if models else "default")
+        warmup = workload.warmup_requests
+        bodies = _Bodies(workload, model, requests, warmup, nonce)
+        loop = asyncio.get_running_loop()
+        executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="servetune-bodies")
+        prefetch = min(requests, max(2 * (concurrency or 64), 32))
+        queue: asyncio.Queue = asyncio.Queue(maxsize=prefetch)
+
+        async def produce() -> None:
+            for index in range(requests):
+                await queue.put(await loop.run_in_executor(executor, bodies.build, warmup + index, False))
+
+        try:
+            if warmup:
+                await _warmup(client, bodies, warmup, concurrency, workload.request_timeout_s, loop, executor)
+            producer = asyncio.create_task(produce())
+            while not queue.full() and not producer.done():
+                await asyncio.sleep(0.005)
+            metrics = await _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop)
+            producer.cancel()
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+    if run_dir is not None:
+        (Path(run_dir) / "builtin_metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return metrics
+
+
+async def _warmup(client, bodies: _Bodies, count: int, concurrency, timeout: float, loop, executor) -> None:
+    built = await asyncio.gather(*(loop.run_in_executor(executor, bodies.build, index, True) for index in range(count)))
+    semaphore = asyncio.Semaphore(min(count, concurrency or count))
+    records = [RequestRecord() for _ in built]
+
+    async def one(item, record):
+        async with semaphore:
+            await _send(client, item[0], record, item[2], timeout, time.perf_counter())
+
+    await asyncio.gather(*(one(item, record) for item, record in zip(built, records)))
+    if not any(record.success for record in records):
+        raise BenchError(f"all {count} warmup requests failed: {records[0].error}",
+                         help="check the model id (--model) and that the server accepts this workload (images need a VLM)")
+
+
+async def _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop) -> Metrics:
+    rng = random.Random(workload.seed + 1)
+    semaphore = asyncio.Semaphore(workload.max_concurrency) if workload.max_concurrency else None
+    records: list[RequestRecord] = []
+    finished: list[RequestRecord] = []
+    done_event = asyncio.Queue()
+    tasks: list[asyncio.Task] = []
+    every = max(1, requests // 50)
+    clock0 = time.perf_counter()
+
+    def info(stopped: bool) -> dict[str, Any]:
+        return dict(client="builtin", workload=workload.name, url=base, model=model,
+                    max_concurrency=workload.max_concurrency, request_rate=workload.request_rate,
+                    warmup_requests=workload.warmup_requests, stopped_early=stopped, client_prep_s=round(bodies.prep_s, 4))
+
+    def partial(stopped: bool = False, end: float | None = None) -> Metrics:
+        duration = (end if end is not None else time.perf_counter()) - clock0
+        return compute_metrics(list(finished), duration, requests=requests, trim=workload.steady_trim, **info(stopped))
+
+    async def one(body: bytes, images: int, expected: int, estimate: int) -> None:
+        record = RequestRecord(images=images, prompt_len=estimate)
+        records.append(record)
+        try:
+            if semaphore is None:
+                await _send(client, body, record, expected, workload.request_timeout_s, clock0)
+            else:
+                async with semaphore:
+                    await _send(client, body, record, expected, workload.request_timeout_s, clock0)
+        finally:
+            if record.success or record.error:
+                done_event.put_nowait(record)
+
+    async def send_all() -> None:
+        for index in range(requests):
+            body, images, expected, estimate = await queue.get()
+            tasks.append(asyncio.create_task(one(body, images, expected, estimate)))
+            if workload.request_rate is not None and index < requests - 1:
+                await asyncio.sleep(rng.expovariate(workload.request_rate))
+
+    sender = asyncio.create_task(send_all())
+    stopped = False
+    last_end = clock0
+    for count in range(1, requests + 1):
+        record = await done_event.get()
+        finished.append(record)
+        last_end = max(last_end, clock0 + record.start + record.latency) if record.success else max(last_end, time.perf_counter())
+        if (on_progress or should_stop) and (count % every == 0 or count == requests):
+            snapshot = partial()
+            if on_progress is not None:
+                on_progress(count, requests, snapshot)
+            if should_stop is not None and count < requests and should_stop(count, snapshot):
+                stopped = True
+                break
+    if stopped:
+        sender.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(sender, *tasks, return_exceptions=True)
+        return partial(stopped=True)
+    await sender
+    metrics = partial(end=last_end)
+    if metrics.completed == 0:
+        raise BenchError(f"all {requests} requests failed against {base}",
+                         notes=[f"first error: {metrics.errors[0]}"] if metrics.errors else ())
+    return metrics
+
+
+def run_builtin(url: str, workload: Workload, **kwargs) -> Metrics:
+    """Synchronous wrapper of `run_builtin_async`; works from inside a running event loop too."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_builtin_async(url, workload, **kwargs))
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(run_builtin_async(url, workload, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="servetune-bench")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -1,0 +1,396 @@
+"""Benchmark metrics: one typed object for both clients, with SGLang's names and definitions.
+
+Definitions follow SGLang's client (`sglang/benchmark/serving.py`, `calculate_metrics`):
+
+- **TTFT**: from sending the request to the first streamed chunk that carries content.
+- **ITL**: every gap between two consecutive content chunks (pooled over all requests).
+- **E2E latency**: from sending the request to the last chunk received (`[DONE]` included).
+- **TPOT**: per request `(e2e - ttft) / (output_tokens - 1)`, for requests with > 1 token.
+- Percentiles interpolate linearly between order statistics (numpy's default); `std` is the
+  population standard deviation. A statistic over no samples is 0.0, as in SGLang.
+- **Throughput** (whole run): completed requests, or tokens of completed requests, divided
+  by `duration_s`, the time from the first measured request to the last completion
+  (warmup excluded).
+
+Runs of different length are not comparable: ramp-up and drain weigh more in a short run.
+Both clients keep the workload's run shape fixed, and the builtin client also reports a
+**steady-state window** (`steady`, see `steady_window`): the stretch where the server is
+fully loaded, after the first wave of requests has completed and before the last request is
+sent, less the first and last `steady_trim` fraction of completions; its throughput is the
+completions inside the window over the window's length. `comparable_request_throughput()`
+is what the tuner should rank by.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from servetune.errors import BenchError
+
+STATS = ("mean", "median", "std", "p90", "p95", "p99")
+LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
+
+
+class SteadyWindow(BaseModel):
+    """Throughput over the fully loaded part of a run (no ramp-up, no drain)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    trim: float
+    """Fraction of completions left out at each end."""
+    start_s: float
+    """Window start, seconds after the first measured request was sent."""
+    end_s: float
+    """Window end, seconds after the first measured request was sent."""
+    completed: int
+    """Completions inside the window (the one that opens it is not counted)."""
+    request_throughput: float
+    """Completions per second inside the window (req/s)."""
+    output_throughput: float
+    """Output tokens of the requests completed inside the window, per second (tok/s)."""
+    total_throughput: float
+    """Input plus output tokens of the requests completed inside the window, per second (tok/s)."""
+
+
+class Metrics(BaseModel):
+    """The result of one benchmark run (both clients), in req/s, tok/s and ms."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    client: Literal["builtin", "sglang"]
+    """Which client measured: servetune's own (`builtin`) or SGLang's `bench_serving`."""
+    workload: str | None = None
+    """Workload name."""
+    url: str | None = None
+    """Server base URL."""
+    model: str | None = None
+    """Model id sent in the requests."""
+    requests: int
+    """Measured requests planned (warmup excluded)."""
+    max_concurrency: int | None = None
+    """Requests in flight at most; None = unbounded."""
+    request_rate: float | None = None
+    """Poisson arrival rate (req/s); None = as fast as concurrency allows."""
+    warmup_requests: int = 0
+    """Requests sent before measuring, not counted."""
+    completed: int
+    """Requests that finished successfully."""
+    failed: int
+    """Requests that got an HTTP error, a broken stream or a timeout."""
+    stopped_early: bool = False
+    """The run was cut short by `should_stop` (the tuner pruned it); figures cover what finished."""
+    duration_s: float
+    """From the first measured request sent to the last completion, in seconds."""
+    total_input_tokens: int
+    """Prompt tokens of completed requests (image tokens included when the server counts them)."""
+    total_output_tokens: int
+    """Generated tokens of completed requests."""
+    input_tokens_source: Literal["server", "client"] = "server"
+    """`server`: the server's `usage.prompt_tokens`; `client`: the client's own count or estimate."""
+    request_throughput: float
+    """Completed requests per second over the whole run (req/s)."""
+    input_throughput: float
+    """Input tokens per second over the whole run (tok/s)."""
+    output_throughput: float
+    """Output tokens per second over the whole run (tok/s)."""
+    total_throughput: float
+    """Input plus output tokens per second over the whole run (tok/s)."""
+    mean_ttft_ms: float = 0.0
+    """Mean time to first token (ms)."""
+    median_ttft_ms: float = 0.0
+    """Median time to first token (ms)."""
+    std_ttft_ms: float = 0.0
+    """Standard deviation of time to first token (ms)."""
+    p90_ttft_ms: float = 0.0
+    """90th percentile time to first token (ms)."""
+    p95_ttft_ms: float = 0.0
+    """95th percentile time to first token (ms)."""
+    p99_ttft_ms: float = 0.0
+    """99th percentile time to first token (ms)."""
+    mean_tpot_ms: float = 0.0
+    """Mean time per output token after the first (ms)."""
+    median_tpot_ms: float = 0.0
+    """Median time per output token after the first (ms)."""
+    std_tpot_ms: float = 0.0
+    """Standard deviation of time per output token (ms)."""
+    p90_tpot_ms: float = 0.0
+    """90th percentile time per output token (ms)."""
+    p95_tpot_ms: float = 0.0
+    """95th percentile time per output token (ms)."""
+    p99_tpot_ms: float = 0.0
+    """99th percentile time per output token (ms)."""
+    mean_itl_ms: float = 0.0
+    """Mean inter-token latency: gap between streamed chunks (ms)."""
+    median_itl_ms: float = 0.0
+    """Median inter-token latency (ms)."""
+    std_itl_ms: float = 0.0
+    """Standard deviation of inter-token latency (ms)."""
+    p90_itl_ms: float = 0.0
+    """90th percentile inter-token latency (ms)."""
+    p95_itl_ms: float = 0.0
+    """95th percentile inter-token latency (ms)."""
+    p99_itl_ms: float = 0.0
+    """99th percentile inter-token latency (ms)."""
+    mean_e2e_latency_ms: float = 0.0
+    """Mean end-to-end request latency (ms)."""
+    median_e2e_latency_ms: float = 0.0
+    """Median end-to-end request latency (ms)."""
+    std_e2e_latency_ms: float = 0.0
+    """Standard deviation of end-to-end latency (ms)."""
+    p90_e2e_latency_ms: float = 0.0
+    """90th percentile end-to-end latency (ms)."""
+    p95_e2e_latency_ms: float = 0.0
+    """95th percentile end-to-end latency (ms)."""
+    p99_e2e_latency_ms: float = 0.0
+    """99th percentile end-to-end latency (ms)."""
+    concurrency: float = 0.0
+    """Mean requests in flight: sum of E2E latencies over the duration."""
+    steady: SteadyWindow | None = None
+    """Steady-state window figures (builtin client; None when too few completions)."""
+    client_prep_s: float | None = None
+    """Client's own preparation time, in seconds: for `builtin`, building request bodies (images
+    included) in worker threads, ahead of the send loop; for `sglang`, the client's wall time
+    outside the measured window (dataset and images, processor, warmup)."""
+    images_sent: int = 0
+    """Images sent in measured requests."""
+    errors: list[str] = Field(default_factory=list)
+    """Up to five distinct error messages of failed requests."""
+
+    def comparable_request_throughput(self) -> float:
+        """The figure to rank configs by: the steady-window req/s when known, else whole-run req/s."""
+        return self.steady.request_throughput if self.steady is not None else self.request_throughput
+
+    def comparable_output_throughput(self) -> float:
+        """Steady-window output tok/s when known, else whole-run output tok/s."""
+        return self.steady.output_throughput if self.steady is not None else self.output_throughput
+
+
+@dataclass
+class RequestRecord:
+    """What one request measured (the builtin client's raw data), times in seconds."""
+
+    success: bool = False
+    start: float = 0.0
+    """Send time, seconds after the first measured request was sent."""
+    ttft: float = 0.0
+    latency: float = 0.0
+    itl: list[float] = field(default_factory=list)
+    output_len: int = 0
+    prompt_len: int = 0
+    prompt_len_from_server: bool = False
+    images: int = 0
+    error: str = ""
+
+    @property
+    def end(self) -> float:
+        return self.start + self.latency
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) of already sorted values, interpolated linearly like numpy."""
+    n = len(sorted_values)
+    if n == 0:
+        return 0.0
+    position = (n - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, n - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def summarize(values: Sequence[float]) -> dict[str, float]:
+    """mean, median, std (population), p90, p95, p99 of `values` (0.0 each when empty)."""
+    if not values:
+        return dict.fromkeys(STATS, 0.0)
+    ordered = sorted(values)
+    n = len(ordered)
+    mean = math.fsum(ordered) / n
+    variance = math.fsum((v - mean) ** 2 for v in ordered) / n
+    return {
+        "mean": mean,
+        "median": percentile(ordered, 50),
+        "std": math.sqrt(variance),
+        "p90": percentile(ordered, 90),
+        "p95": percentile(ordered, 95),
+        "p99": percentile(ordered, 99),
+    }
+
+
+def steady_window(records: Sequence[RequestRecord], trim: float, concurrency: int | None = None) -> SteadyWindow | None:
+    """Throughput while the server is fully loaded, from per-request records.
+
+    The window opens at the later of the `trim*n`-th completion and the `concurrency`-th one
+    (the end of the first wave, which all started together), and closes at the earlier of the
+    `(n-1-trim*n)`-th completion and the moment the last request was sent (from then on the
+    load only drains). None when fewer than 3 completions fall inside.
+    """
+    done = sorted((r for r in records if r.success), key=lambda r: r.end)
+    n = len(done)
+    cut = int(n * trim)
+    low = max(cut, (concurrency or 0) - 1)
+    high = n - 1 - cut
+    if high - low < 3:
+        return None
+    start = done[low].end
+    end = min(done[high].end, max(r.start for r in records))
+    inside = [r for r in done if start < r.end <= end]
+    span = end - start
+    if len(inside) < 3 or span <= 0:
+        return None
+    output = sum(r.output_len for r in inside)
+    total = output + sum(r.prompt_len for r in inside)
+    return SteadyWindow(
+        trim=trim, start_s=start, end_s=end, completed=len(inside),
+        request_throughput=len(inside) / span, output_throughput=output / span, total_throughput=total / span,
+    )
+
+
+def compute_metrics(
+    records: Sequence[RequestRecord],
+    duration_s: float,
+    *,
+    requests: int,
+    trim: float = 0.1,
+    **info,
+) -> Metrics:
+    """Metrics from the builtin client's per-request records, with SGLang's definitions.
+
+    `info` fills the descriptive fields (client, workload, url, model, max_concurrency,
+    request_rate, warmup_requests, stopped_early, client_prep_s).
+    """
+    ok = [r for r in records if r.success]
+    duration = max(duration_s, 1e-9)
+    total_in = sum(r.prompt_len for r in ok)
+    total_out = sum(r.output_len for r in ok)
+    latencies = {
+        "ttft": [r.ttft for r in ok],
+        "tpot": [(r.latency - r.ttft) / (r.output_len - 1) for r in ok if r.output_len > 1],
+        "itl": [gap for r in ok for gap in r.itl],
+        "e2e_latency": [r.latency for r in ok],
+    }
+    stats = {
+        f"{stat}_{name}_ms": value * 1000.0
+        for name, values in latencies.items()
+        for stat, value in summarize(values).items()
+    }
+    errors: list[str] = []
+    for r in records:
+        if not r.success and r.error and r.error not in errors and len(errors) < 5:
+            errors.append(r.error)
+    return Metrics(
+        client=info.pop("client", "builtin"),
+        requests=requests,
+        completed=len(ok),
+        failed=sum(1 for r in records if not r.success),
+        duration_s=duration_s,
+        total_input_tokens=total_in,
+        total_output_tokens=total_out,
+        input_tokens_source="server" if ok and all(r.prompt_len_from_server for r in ok) else "client",
+        request_throughput=len(ok) / duration,
+        input_throughput=total_in / duration,
+        output_throughput=total_out / duration,
+        total_throughput=(total_in + total_out) / duration,
+        concurrency=math.fsum(latencies["e2e_latency"]) / duration,
+        steady=steady_window(records, trim, info.get("max_concurrency")),
+        images_sent=sum(r.images for r in ok),
+        errors=errors,
+        **stats,
+        **info,
+    )
+
+
+_REQUIRED_SGLANG_KEYS = ("duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
+                         "input_throughput", "output_throughput")
+
+
+def parse_sglang_jsonl(
+    source: str | Path,
+    *,
+    line: int = -1,
+    requests: int | None = None,
+    **info,
+) -> Metrics:
+    """Metrics from one line of SGLang's `bench_serving` JSONL output (0.5.x keys).
+
+    Args:
+        source: the JSONL file, or the text of one line.
+        line: which line of the file (the file is opened in append mode by SGLang; the last
+            line is the latest run).
+        requests: the `--num-prompts` of the run; `failed = requests - completed`. Without it
+            the per-request `errors` of `--output-details` are counted, else failed is 0.
+        info: descriptive fields (workload, url, model, warmup_requests, ...).
+
+    Raises:
+        BenchError: the file is missing or empty, a line is not JSON, or a required key is absent.
+    """
+    where = "<text>"
+    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+        path = Path(source)
+        where = str(path)
+        if not path.is_file():
+            raise BenchError(f"SGLang benchmark output not found: {path}",
+                             help="the SGLang client wrote no result; its log is beside it in the run directory")
+        lines = [text for text in path.read_text(encoding="utf-8").splitlines() if text.strip()]
+        if not lines:
+            raise BenchError(f"SGLang benchmark output is empty: {path}")
+        try:
+            text = lines[line]
+        except IndexError:
+            raise BenchError(f"SGLang benchmark output has {len(lines)} line(s), but line {line} was asked for: {path}") from None
+    else:
+        text = source
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"SGLang benchmark output is not JSON ({exc.msg} at column {exc.colno}): {where}") from None
+    missing = [key for key in _REQUIRED_SGLANG_KEYS if key not in data]
+    if missing:
+        raise BenchError(f"SGLang benchmark output lacks {', '.join(missing)}: {where}",
+                         help="is this a `bench_serving` result line (SGLang 0.4 or newer)?")
+    completed = int(data["completed"])
+    if requests is None:
+        if isinstance(data.get("errors"), list):
+            requests = len(data["errors"])
+        else:
+            requests = completed
+    failed = max(requests - completed, 0)
+    stats = {}
+    for name in LATENCIES:
+        for stat in STATS:
+            key = f"{stat}_{name}_ms"
+            if data.get(key) is not None:
+                stats[key] = float(data[key])
+    errors = []
+    for message in data.get("errors") or []:
+        if message and message not in errors and len(errors) < 5:
+            errors.append(str(message).strip().splitlines()[-1] if str(message).strip() else str(message))
+    total_in = int(data["total_input_tokens"])
+    total_out = int(data["total_output_tokens"])
+    rate = data.get("request_rate")
+    info.setdefault("max_concurrency", data.get("max_concurrency"))
+    info.setdefault("request_rate", float(rate) if isinstance(rate, (int, float)) and math.isfinite(rate) else None)
+    return Metrics(
+        client="sglang",
+        requests=requests,
+        completed=completed,
+        failed=failed,
+        duration_s=float(data["duration"]),
+        total_input_tokens=total_in,
+        total_output_tokens=total_out,
+        input_tokens_source="client",
+        request_throughput=float(data["request_throughput"]),
+        input_throughput=float(data["input_throughput"]),
+        output_throughput=float(data["output_throughput"]),
+        total_throughput=float(data.get("total_throughput", (total_in + total_out) / max(float(data["duration"]), 1e-9))),
+        concurrency=float(data.get("concurrency") or 0.0),
+        errors=errors,
+        **stats,
+        **info,
+    )

@@ -1,0 +1,80 @@
+"""Workload files: shipped ones (`servetune/data/workloads/*.yaml`) and the user's own.
+
+    from servetune.bench.workloads import load_workload, list_workloads
+    w = load_workload("single-image-stream")      # or a path: load_workload("my.yaml")
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from servetune.errors import SpecError, UnknownNameError, did_you_mean
+from servetune.schema.workload import Workload
+
+_SUFFIXES = (".yaml", ".yml")
+
+
+def _shipped_dir() -> Path:
+    return Path(str(resources.files("servetune") / "data" / "workloads"))
+
+
+def _shipped_files() -> dict[str, Path]:
+    return {path.stem: path for path in sorted(_shipped_dir().iterdir()) if path.suffix in _SUFFIXES}
+
+
+def list_workloads() -> list[Workload]:
+    """Every shipped workload, sorted by name."""
+    return [load_workload_file(path) for path in _shipped_files().values()]
+
+
+def workload_path(name_or_path: str | Path) -> Path:
+    """The file behind a workload name or path (no parsing)."""
+    text = str(name_or_path)
+    looks_like_path = text.endswith(_SUFFIXES) or "/" in text or "\\" in text or Path(text).is_file()
+    if isinstance(name_or_path, Path) or looks_like_path:
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise SpecError(f"workload file not found: {path}",
+                            help="give a shipped workload name (`servetune workloads list`) or an existing .yaml file")
+        return path
+    shipped = _shipped_files()
+    if text in shipped:
+        return shipped[text]
+    suggestion = did_you_mean(text, shipped)
+    raise UnknownNameError(
+        f"unknown workload '{text}'",
+        help=f"did you mean '{suggestion}'?" if suggestion else "pass a shipped name or a path to a .yaml file",
+        notes=[f"available workloads: {', '.join(shipped)}", "`servetune workloads list` describes them"],
+    )
+
+
+def load_workload(name_or_path: str | Path | Workload) -> Workload:
+    """A shipped workload by name, or a workload file by path.
+
+    Raises:
+        UnknownNameError: no shipped workload has that name (with a did-you-mean).
+        SpecError: the file is missing, is not valid YAML, or does not match the schema
+            (with file:line:col and the key path).
+    """
+    if isinstance(name_or_path, Workload):
+        return name_or_path
+    return load_workload_file(workload_path(name_or_path))
+
+
+def load_workload_file(path: Path) -> Workload:
+    """Parse and validate one workload file."""
+    from pydantic import ValidationError
+
+    from servetune.errors import SourceLocation
+    from servetune.rules._yaml import load_yaml_with_spans, spec_error_from_validation
+
+    data, spans = load_yaml_with_spans(path)
+    if not isinstance(data, dict):
+        got = "an empty file" if data is None else type(data).__name__
+        raise SpecError(f"a workload file must be a mapping of keys to values, but got {got}",
+                        location=SourceLocation(str(path), 1, 1))
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error_from_validation(exc, data, spans, path, model=Workload, what="workload") from None

@@ -1,0 +1,163 @@
+"""The builtin client against a local server with known delays: definitions, counts, images, stop."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import socket
+import time
+
+import pytest
+from fakeserver import FakeServer
+from typer.testing import CliRunner
+
+from servetune.bench import run_benchmark
+from servetune.bench.images import ImageFactory
+from servetune.cli import app
+from servetune.errors import BenchError
+from servetune.schema.workload import ImageSpec, Workload
+
+TEXT = Workload(name="tiny-text", summary="s", requests=24, max_concurrency=8, input_tokens=16, output_tokens=8,
+                warmup_requests=0)
+IMAGES = Workload(name="tiny-images", summary="s", kind="multimodal", requests=12, max_concurrency=4, input_tokens=8,
+                  output_tokens=2, warmup_requests=2, images=ImageSpec(resolution="64x96"))
+
+
+def test_latencies_match_the_injected_delays():
+    """TTFT = first-chunk delay, ITL = chunk gap, TPOT = (e2e - ttft)/(n - 1), e2e ~ ttft + (n-1)*itl."""
+    with FakeServer(ttft_s=0.06, itl_s=0.015) as server:
+        m = run_benchmark(server.url, TEXT)
+    assert (m.completed, m.failed, m.client, m.model) == (24, 0, "builtin", "fake-model")
+    assert 60 <= m.median_ttft_ms < 60 + 40
+    assert 15 <= m.median_itl_ms < 15 + 12
+    assert 15 <= m.median_tpot_ms < 15 + 12
+    assert m.median_e2e_latency_ms == pytest.approx(m.median_ttft_ms + 7 * m.median_tpot_ms, rel=0.15)
+    assert m.p99_ttft_ms >= m.median_ttft_ms
+
+
+def test_counts_come_from_the_servers_usage():
+    """Output tokens = usage.completion_tokens; input tokens = usage.prompt_tokens (source: server)."""
+    with FakeServer(ttft_s=0.0, itl_s=0.0, prompt_tokens=91) as server:
+        m = run_benchmark(server.url, TEXT, requests=10)
+    assert (m.requests, m.completed, m.total_output_tokens, m.total_input_tokens) == (10, 10, 80, 910)
+    assert m.input_tokens_source == "server"
+    assert m.request_throughput == pytest.approx(10 / m.duration_s)
+
+
+def test_concurrency_never_exceeds_the_workload_limit():
+    with FakeServer(ttft_s=0.02, itl_s=0.002) as server:
+        run_benchmark(server.url, TEXT)
+    assert server.max_in_flight == 8
+
+
+def test_poisson_arrivals_spread_the_requests():
+    """At 50 req/s, 12 requests take about 0.22 s of arrivals; unbounded rate takes none."""
+    paced = TEXT.model_copy(update={"request_rate": 50.0, "requests": 12, "max_concurrency": None})
+    with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
+        m = run_benchmark(server.url, paced)
+    assert 0.05 < m.duration_s < 1.5 and m.completed == 12
+
+
+def test_images_never_repeat_within_or_across_runs():
+    """Every image the server receives is new, also in a second run of the same workload."""
+    with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
+        first = run_benchmark(server.url, IMAGES)
+        run_benchmark(server.url, IMAGES)
+    assert first.images_sent == 12
+    assert len(server.image_hashes) == 2 * (12 + 2)
+    assert len(set(server.image_hashes)) == len(server.image_hashes)
+
+
+def test_a_pool_workload_repeats_exactly_its_pool():
+    pooled = IMAGES.model_copy(update={"images": ImageSpec(resolution="64x96", reuse="pool", pool_size=3), "warmup_requests": 0})
+    with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
+        run_benchmark(server.url, pooled)
+    assert len(server.image_hashes) == 12 and len(set(server.image_hashes)) == 3
+
+
+def test_generated_images_differ_in_their_pixels_and_decode():
+    """Uniqueness survives decoding (what a media cache hashes), for spliced JPEG and for PNG."""
+    from PIL import Image
+
+    for factory in (ImageFactory(1280, 720), ImageFactory(160, 96, "png")):
+        pixels = set()
+        for index in range(6):
+            image = Image.open(io.BytesIO(factory.image(index)))
+            assert image.size == (factory.width, factory.height)
+            pixels.add(hashlib.sha256(image.convert("RGB").tobytes()).hexdigest())
+        assert len(pixels) == 6
+    assert ImageFactory(1280, 720).spliced
+    other_run = ImageFactory(1280, 720)
+    assert other_run.image(0) != ImageFactory(1280, 720).image(0)
+
+
+def test_should_stop_cuts_the_run_short_and_flags_it():
+    """The tuner's pruning hook: True stops the run and returns what finished, stopped_early=True."""
+    seen = []
+    longer = TEXT.model_copy(update={"requests": 200})
+
+    def stop(done, partial):
+        seen.append((done, partial.completed))
+        return done >= 20
+
+    with FakeServer(ttft_s=0.01, itl_s=0.01) as server:
+        started = time.perf_counter()
+        m = run_benchmark(server.url, longer, should_stop=stop)
+        elapsed = time.perf_counter() - started
+    assert m.stopped_early and 20 <= m.completed < 200 and m.failed == 0
+    assert seen[-1][0] >= 20 and all(done == completed for done, completed in seen)
+    assert elapsed < 5
+
+
+def test_progress_is_reported_up_to_the_total():
+    calls = []
+    with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
+        run_benchmark(server.url, TEXT, on_progress=lambda done, total, partial: calls.append((done, total)))
+    assert calls[-1] == (24, 24) and [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_server_errors_count_as_failed():
+    with FakeServer(ttft_s=0.0, itl_s=0.0, fail_every=4) as server:
+        m = run_benchmark(server.url, TEXT)
+    assert (m.completed, m.failed) == (18, 6)
+    assert m.errors == ['HTTP 500: {"error": {"message": "injected failure"}}']
+
+
+def test_all_requests_failing_is_a_bench_error():
+    with FakeServer(ttft_s=0.0, itl_s=0.0, fail_every=1) as server, pytest.raises(BenchError) as info:
+        run_benchmark(server.url, TEXT, requests=4)
+    assert info.value.render() == (
+        f"error[bench]: all 4 requests failed against {server.url}\n"
+        '   = note: first error: HTTP 500: {"error": {"message": "injected failure"}}'
+    )
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_url_names_the_url_and_the_remedy():
+    url = f"http://127.0.0.1:{_closed_port()}"
+    with pytest.raises(BenchError) as info:
+        run_benchmark(url, TEXT)
+    assert info.value.render() == (
+        f"error[bench]: cannot reach the server at {url} (ConnectError)\n"
+        "   = help: start the server first (e.g. `servetune launch --model M`), or fix --url "
+        "(SGLang listens on port 30000 by default)"
+    )
+
+
+def test_cli_bench_json_has_request_throughput_at_the_top(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text("name: tiny\nsummary: s\nrequests: 6\nmax_concurrency: 3\ninput_tokens: 4\noutput_tokens: 3\nwarmup_requests: 1\n")
+    with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
+        result = CliRunner().invoke(app, ["bench", "--url", server.url, "--workload", str(workload), "--json",
+                                          "--client", "builtin", "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["request_throughput"] > 0 and data["completed"] == 6
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["completed"] == 6
+    assert json.loads((tmp_path / "run" / "workload.json").read_text())["name"] == "tiny"
