@@ -1,9 +1,195 @@
-"""`servetune tune` commands (placeholder until implemented)."""
+"""`servetune tune` (run or resume a study) and `servetune tune report` (read one back).
+
+optuna, the launcher and the benchmark are imported inside the commands, never at CLI start.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
 import typer
+
+_SEARCH = "Search"
+_STUDY = "Study and storage"
+_TARGET = "Target"
+_RUN = "Running trials"
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
+    """Add `tune` (a group: running it tunes; `tune report` reads a study) to `app`."""
+    tune_app = typer.Typer(
+        help="Tune the SGLang fields the rules and you left open: every trial is a real launch and benchmark.",
+        invoke_without_command=True,
+        no_args_is_help=False,
+        add_completion=False,
+    )
+    tune_app.callback(invoke_without_command=True)(tune)
+    tune_app.command("report")(report)
+    app.add_typer(tune_app, name="tune")
+
+
+def tune(
+    ctx: typer.Context,
+    model: Annotated[Optional[str], typer.Option("--model", help="Bundled model name, HF id or local model dir.", rich_help_panel=_TARGET)] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Named GPU profile (e.g. h200, h100-sxm:8); default: detect with NVML.", rich_help_panel=_TARGET)] = None,
+    hardware: Annotated[Optional[Path], typer.Option("--hardware", help="A saved hardware profile (servetune hardware --save).", rich_help_panel=_TARGET)] = None,
+    workload: Annotated[str, typer.Option("--workload", help="Workload name or file (its tune: block is the default space).", rich_help_panel=_TARGET)] = "text-chat",
+    sglang_version: Annotated[Optional[str], typer.Option("--sglang-version", help="Target SGLang version (catalog).", rich_help_panel=_TARGET)] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", help="Preset applied under the trials (its tune: block adds to the space).", rich_help_panel=_TARGET)] = None,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", help="Pin FIELD=VALUE (left out of the search).", rich_help_panel=_TARGET)] = None,
+    envs: Annotated[Optional[list[str]], typer.Option("--env", help="Pin SGLANG_VAR=VALUE (left out of the search).", rich_help_panel=_TARGET)] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.", rich_help_panel=_TARGET)] = None,
+    trials: Annotated[int, typer.Option("--trials", help="Trials in the study (baselines included; shared by all workers).", rich_help_panel=_SEARCH)] = 20,
+    objective: Annotated[str, typer.Option("--objective", help="throughput, token_throughput, or a Pareto pair like throughput,p99_ttft.", rich_help_panel=_SEARCH)] = "throughput",
+    slo: Annotated[Optional[list[str]], typer.Option("--slo", help="Constraint METRIC<=N, e.g. p99_ttft_ms<=2000 (repeatable).", rich_help_panel=_SEARCH)] = None,
+    space: Annotated[Optional[Path], typer.Option("--space", help="YAML file with a tune: block (replaces the default space).", rich_help_panel=_SEARCH)] = None,
+    space_set: Annotated[Optional[list[str]], typer.Option("--space-set", help="Add or replace one dimension: 'max_running_requests=int(32,512,log)', 'schedule_policy=choice(fcfs,lpm)'.", rich_help_panel=_SEARCH)] = None,
+    sampler: Annotated[str, typer.Option("--sampler", help="tpe or random.", rich_help_panel=_SEARCH)] = "tpe",
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Sampler seed.", rich_help_panel=_SEARCH)] = 0,
+    no_prune: Annotated[bool, typer.Option("--no-prune", help="Run every benchmark to the end (no median pruning).", rich_help_panel=_SEARCH)] = False,
+    confirm: Annotated[int, typer.Option("--confirm", help="Rounds of re-measuring the finalists interleaved with the baseline (0: off).", rich_help_panel=_SEARCH)] = 2,
+    finalists: Annotated[int, typer.Option("--finalists", help="Finalists re-measured.", rich_help_panel=_SEARCH)] = 1,
+    storage: Annotated[Optional[str], typer.Option("--storage", help="Optuna RDB URL (sqlite:///tune.db, postgresql://...); default: SQLite in the run dir.", rich_help_panel=_STUDY)] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name (same name + storage = resume).", rich_help_panel=_STUDY)] = None,
+    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Trial logs and the default SQLite file (default runs/tune/<study>).", rich_help_panel=_STUDY)] = None,
+    gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU ids for parallel trials, e.g. 0,1,2,3 (one set of tp GPUs per trial).", rich_help_panel=_RUN)] = None,
+    requests: Annotated[Optional[int], typer.Option("--requests", help="Measured requests per trial (default: the workload's).", rich_help_panel=_RUN)] = None,
+    sglang_cmd: Annotated[Optional[str], typer.Option("--sglang-cmd", help="Command prefix for the server (default python -m sglang.launch_server).", rich_help_panel=_RUN)] = None,
+    client: Annotated[str, typer.Option("--client", help="Benchmark client: auto, builtin or sglang.", rich_help_panel=_RUN)] = "auto",
+    startup_timeout: Annotated[Optional[float], typer.Option("--startup-timeout", help="Seconds a launch may take to become ready.", rich_help_panel=_RUN)] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the best config as a preset YAML here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+) -> None:
+    """Run (or resume) a study; with no subcommand."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if model is None:
+        raise typer.BadParameter("--model is required", param_hint="--model")
+    from servetune.tuner import TuneOptions, Tuner, write_preset
+
+    options = TuneOptions(
+        model=model, gpu=gpu, hardware=str(hardware) if hardware else None, workload=workload,
+        sglang_version=sglang_version, preset=preset, sets=tuple(sets or ()), envs=tuple(envs or ()), tp=tp,
+        trials=trials, objective=objective, slos=tuple(slo or ()), space_file=str(space) if space else None,
+        space_sets=tuple(space_set or ()), storage=storage, study=study, run_dir=run_dir,
+        gpus=tuple((gpus or "").split(",")) if gpus else (), requests=requests, seed=seed, sglang_cmd=sglang_cmd,
+        client=client, sampler=sampler, prune=not no_prune, confirm_rounds=confirm, finalists=finalists,
+        startup_timeout_s=startup_timeout,
+    )
+    progress = _Progress(enabled=not quiet)
+    tuner = Tuner(options, on_event=progress.event)
+    try:
+        with progress:
+            result = tuner.run()
+    except KeyboardInterrupt:
+        print(f"interrupted; resume with the same command (study {getattr(tuner, 'study_name', '?')!r})", file=sys.stderr)
+        raise
+    if out is not None:
+        path = write_preset(result, out)
+        if not quiet:
+            print(f"wrote {path}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(result.as_json(), indent=2, default=str))
+    elif not quiet:
+        from servetune.tuner.report import print_summary
+
+        print_summary(result)
+
+
+def report(
+    storage: Annotated[str, typer.Option("--storage", help="The study's storage URL (e.g. sqlite:///runs/tune/<study>/study.db).")],
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name (optional when the storage holds one study).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="Write plots (HTML; PNG with matplotlib) and summary.json here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    preset_out: Annotated[Optional[Path], typer.Option("--out", help="Also write the best config as a preset YAML.")] = None,
+) -> None:
+    """Trials table, best vs baseline, and plots (history, Pareto front, parameter importances)."""
+    from servetune.tuner.report import load_study_result, print_report, write_plots
+
+    study_obj, result = load_study_result(storage, study)
+    if preset_out is not None:
+        from servetune.tuner import write_preset
+
+        write_preset(result, preset_out)
+    if as_json:
+        print(json.dumps(result.as_json(), indent=2, default=str))
+    else:
+        print_report(result)
+    if out_dir is not None:
+        written = write_plots(study_obj, result, out_dir)
+        for path in written:
+            print(f"wrote {path}", file=sys.stderr)
+
+
+class _Progress:
+    """A rich progress bar on stderr: trials done, best so far, ETA; one line per finished trial."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> "_Progress":
+        if not self.enabled:
+            return self
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.console = Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("[bold]tune[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[best]}"),
+            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=self.console, transient=False,
+        )
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        if self._progress is None:
+            return
+        p = self._progress
+        if kind == "start":
+            self._task = p.add_task("tune", total=data["trials"], completed=min(data["done"], data["trials"]), best="")
+            p.console.print(f"study [bold]{data['study']}[/] in {_redact(data['storage'])}; {len(data['space'])} dimensions, "
+                            f"{data['slots']} parallel slot(s); {data['done']} trial(s) already done")
+            if data["dropped"]:
+                p.console.print("left out of the space: " + ", ".join(f"{k} ({v})" for k, v in data["dropped"].items()))
+        elif kind == "lost":
+            p.console.print(f"[yellow]marked failed (worker gone), retry queued: trials {data['trials']}[/]")
+        elif kind == "trial" and self._task is not None:
+            best = data.get("best")
+            best_text = "" if not best else f"best {best['values'][0]:.4g} (trial {best['number']})"
+            p.update(self._task, completed=min(data.get("done", 0), data.get("total", 0)), best=best_text)
+            if data["state"] == "FAIL":
+                f = data.get("failure") or {}
+                line = f"[red]FAIL[/] {f.get('class')}: {str(f.get('message', '')).splitlines()[0][:120] if f.get('message') else ''}"
+            elif data["state"] == "COMPLETE":
+                vals = ", ".join(f"{v:.4g}" for v in data.get("values") or [])
+                line = f"[green]ok[/] {vals}" + ("" if data.get("feasible") else " [yellow](violates SLO)[/]")
+            else:
+                line = f"[yellow]{data['state'].lower()}[/]"
+            p.console.print(f"trial {data['number']:>3} {data.get('source', '')[:8]:<8} {line}")
+        elif kind == "confirm":
+            p.console.print(f"re-measuring trial {data['trial']} (round {data['round']}/{data['rounds']})")
+        elif kind == "confirmed":
+            for f in data["finalists"]:
+                if f["median"] is not None:
+                    p.console.print(f"trial {f['trial']}: {f['median']:.3f}x baseline (min {f['min']:.3f}, max {f['max']:.3f}, "
+                                    f"{len(f['ratios'])} rounds)")
+            if data.get("note"):
+                p.console.print(f"[yellow]{data['note']}[/]")
+        elif kind == "confirm_skip":
+            p.console.print(f"no re-measurement: {data['why']}")
+
+
+def _redact(url: str) -> str:
+    from servetune.tuner._storage import redact_url
+
+    return redact_url(url)

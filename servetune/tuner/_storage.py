@@ -1,0 +1,191 @@
+"""Study storage: SQLite in the run directory by default, any Optuna RDB URL otherwise.
+
+Heartbeats: each running trial records a heartbeat every `HEARTBEAT_S`; a trial whose worker
+stopped beating for `GRACE_S` is failed (`worker_lost`) by the next worker that asks, and a
+retry of it is queued. On one host a dead worker is found at once by its pid, so a resume
+after `kill -9` does not wait out the grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+from servetune.errors import TuningError
+
+HEARTBEAT_S = 5
+GRACE_S = 30
+MAX_RETRY = 2
+# failure classes that say nothing about the config: not deduplicated, retried when lost
+NOT_CONFIG_FAILURES = frozenset({"worker_lost", "interrupted", "port_in_use"})
+
+
+def redact_url(url: str) -> str:
+    """A storage URL without its password, for logs and files."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def open_storage(url: str):
+    """An `RDBStorage` with heartbeats and the retry callback (imports optuna)."""
+    import optuna
+
+    engine_kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        engine_kwargs["connect_args"] = {"timeout": 60}
+    else:
+        engine_kwargs["pool_pre_ping"] = True
+    kwargs: dict[str, Any] = {"heartbeat_interval": HEARTBEAT_S, "grace_period": GRACE_S}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            try:
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_stale_trial_callback=retry_lost_trial, **kwargs)
+            except TypeError:  # optuna < 4.9 spells it failed_trial_callback
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, failed_trial_callback=retry_lost_trial, **kwargs)
+    except ImportError as exc:
+        raise TuningError(f"cannot open storage {redact_url(url)}: {exc}",
+                          help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'") from None
+
+
+def retry_lost_trial(study, trial) -> None:
+    """Queue a trial whose worker died again, with its params and source (as Optuna's
+    `RetryFailedTrialCallback`, but the retry starts with clean attributes)."""
+    import optuna
+
+    history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
+    study._storage.set_trial_user_attr(trial._trial_id, "failure", trial.user_attrs.get("failure") or _lost("heartbeat stopped"))
+    if len(history) > MAX_RETRY:
+        return
+    system_attrs = {"failed_trial": history[0], "retry_history": history}
+    if "fixed_params" in trial.system_attrs:
+        system_attrs["fixed_params"] = trial.system_attrs["fixed_params"]
+    user_attrs = {k: trial.user_attrs[k] for k in ("source", "fixed") if k in trial.user_attrs}
+    user_attrs["retry_of"] = trial.number
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.WAITING,
+            params=trial.params,
+            distributions=trial.distributions,
+            user_attrs=user_attrs,
+            system_attrs=system_attrs,
+        )
+    )
+
+
+def _lost(why: str) -> dict[str, Any]:
+    return {"class": "worker_lost", "message": f"the worker running this trial died ({why}); a retry was queued", "log_tail": ""}
+
+
+def worker_identity() -> dict[str, Any]:
+    """Who runs a trial: host, pid and the pid's start time (pids are reused)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": _start_time(os.getpid())}
+
+
+def fail_lost_trials(study) -> list[int]:
+    """Fail RUNNING trials whose worker is gone: a dead pid on this host, or a stale heartbeat."""
+    import optuna
+    from optuna.trial import TrialState
+
+    failed = []
+    host = socket.gethostname()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        who = t.user_attrs.get("worker") or {}
+        if who.get("host") != host or _alive(who.get("pid"), who.get("pid_started")):
+            continue
+        try:
+            if not study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue
+        study._storage.set_trial_user_attr(t._trial_id, "failure", _lost(f"pid {who.get('pid')} on {host} is gone"))
+        if t.user_attrs.get("run_dir"):
+            reap_orphan_server(Path(t.user_attrs["run_dir"]))
+        retry_lost_trial(study, study._storage.get_trial(t._trial_id))
+        failed.append(t.number)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        optuna.storages.fail_stale_trials(study)
+    return failed
+
+
+def reap_orphan_server(run_dir: Path) -> int | None:
+    """Kill the server a dead worker left running (its group keeps the GPU and the port).
+
+    Only a process whose pid is in `run_dir/server.pid`, leads its own process group (the
+    launcher starts servers with a new session) and listens on the port of `argv.txt` is ours.
+    """
+    import shlex
+    import signal
+
+    try:
+        pid = int((run_dir / "server.pid").read_text().strip())
+        argv = shlex.split((run_dir / "argv.txt").read_text())
+        import psutil
+
+        proc = psutil.Process(pid)
+        cmdline = proc.cmdline()
+    except (OSError, ValueError, ImportError, Exception):  # noqa: BLE001 - nothing to reap, or cannot tell
+        return None
+    port = argv[argv.index("--port") + 1] if "--port" in argv else None
+    if port is None or "--port" not in cmdline or cmdline[cmdline.index("--port") + 1] != port or os.getpgid(pid) != pid:
+        return None
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def _alive(pid: Any, started: Any) -> bool:
+    if not isinstance(pid, int):
+        return True  # cannot tell: leave it to the heartbeat
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    now_started = _start_time(pid)
+    return started is None or now_started is None or abs(now_started - started) < 1.0
+
+
+def _start_time(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:  # noqa: BLE001 - psutil missing or the process just went away
+        return None
+
+
+class Heartbeat:
+    """Records a trial's heartbeat from a daemon thread while the trial runs."""
+
+    def __init__(self, storage, trial_id: int) -> None:
+        self._storage = storage
+        self._trial_id = trial_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{trial_id}", daemon=True)
+
+    def __enter__(self) -> "Heartbeat":
+        if getattr(self._storage, "get_heartbeat_interval", lambda: None)() is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _beat(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._storage.record_heartbeat(self._trial_id)
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the grace period absorbs it
+                pass
+            self._stop.wait(HEARTBEAT_S)

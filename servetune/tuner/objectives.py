@@ -1,0 +1,149 @@
+"""Objectives (`--objective throughput,p99_ttft`) and SLOs (`--slo p99_ttft_ms<=2000`).
+
+An objective names a metric of the benchmark and a direction. An SLO is a bound on a metric;
+Optuna sees it as a constraint value `c` (feasible when `c <= 0`) through `constraints_func`.
+Metric names are the keys of the benchmark's metrics, flattened (`servetune bench --json`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from servetune.errors import SpecError, did_you_mean
+
+Direction = Literal["maximize", "minimize"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One optimised quantity: a metric key and a direction."""
+
+    name: str
+    metric: str
+    direction: Direction
+    unit: str
+
+    def value(self, metrics: Mapping[str, Any]) -> float | None:
+        """The metric's value, or None when the run did not produce it."""
+        return metric_value(metrics, self.metric)
+
+
+# Throughput objectives use the steady-state figures: ramp-up and drain are trimmed, so runs
+# of different lengths (and pruned partial runs) compare.
+_THROUGHPUT = {
+    "throughput": ("comparable_request_throughput", "req/s"),
+    "request_throughput": ("comparable_request_throughput", "req/s"),
+    "token_throughput": ("comparable_output_throughput", "tok/s"),
+    "output_throughput": ("comparable_output_throughput", "tok/s"),
+}
+_LATENCY = re.compile(r"^(?P<pct>p\d+|mean|median)_(?P<what>ttft|tpot|itl|e2e|e2el)$")
+
+
+def parse_objectives(text: str | list[str] | tuple[str, ...]) -> tuple[Objective, ...]:
+    """`throughput`, `token_throughput`, `p99_ttft`, `p50_tpot`, ... comma-separated; the first is primary."""
+    items = [t.strip() for part in ([text] if isinstance(text, str) else text) for t in part.split(",") if t.strip()]
+    if not items:
+        raise SpecError("--objective is empty", help="use throughput, token_throughput or e.g. throughput,p99_ttft")
+    objectives = []
+    for item in items:
+        if item in _THROUGHPUT:
+            metric, unit = _THROUGHPUT[item]
+            objectives.append(Objective(item, metric, "maximize", unit))
+            continue
+        m = _LATENCY.match(item.removesuffix("_ms"))
+        if m:
+            what = "e2e_latency" if m["what"] in ("e2e", "e2el") else m["what"]
+            objectives.append(Objective(item.removesuffix("_ms"), f"{m['pct']}_{what}_ms", "minimize", "ms"))
+            continue
+        hint = did_you_mean(item, [*_THROUGHPUT, "p99_ttft", "p99_tpot", "p99_e2e", "p50_ttft"])
+        raise SpecError(
+            f"unknown objective {item!r}",
+            key_path="--objective",
+            help=(f"did you mean {hint!r}? " if hint else "")
+            + "objectives: throughput, token_throughput, or a latency percentile like p99_ttft, p50_tpot, p99_e2e",
+        )
+    names = [o.name for o in objectives]
+    if len(set(names)) != len(names):
+        raise SpecError(f"--objective lists a metric twice: {names}")
+    return tuple(objectives)
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A bound on one metric, e.g. `p99_ttft_ms <= 2000`."""
+
+    metric: str
+    op: Literal["<=", "<", ">=", ">"]
+    bound: float
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.bound:g}"
+
+    def violation(self, metrics: Mapping[str, Any]) -> float:
+        """Optuna's constraint value: <= 0 when met, the (positive) overshoot otherwise.
+
+        A metric the run did not produce counts as a violation (we cannot claim the SLO held).
+        """
+        value = metric_value(metrics, self.metric)
+        if value is None:
+            return 1e12
+        excess = value - self.bound if self.op in ("<=", "<") else self.bound - value
+        if self.op in ("<", ">") and excess == 0:
+            return 1e-9
+        return excess
+
+
+_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)\s*(?P<op><=|>=|<|>)\s*(?P<bound>[-+0-9.eE]+)\s*$")
+
+
+def parse_slo(text: str) -> Slo:
+    """`p99_ttft_ms<=2000`, `steady_request_throughput>=10`, ..."""
+    m = _SLO.match(text)
+    if m is None:
+        raise SpecError(f"cannot parse SLO {text!r}", key_path="--slo", help="write METRIC<=NUMBER, e.g. p99_ttft_ms<=2000")
+    try:
+        bound = float(m["bound"])
+    except ValueError:
+        raise SpecError(f"SLO bound {m['bound']!r} is not a number", key_path=f"--slo {text}") from None
+    return Slo(m["metric"], m["op"], bound)  # type: ignore[arg-type]
+
+
+def check_metric_names(names: list[str], available: Mapping[str, Any], *, where: str) -> None:
+    """Fail early when an objective or SLO names a metric the benchmark never reports."""
+    for name in names:
+        if metric_value(available, name) is None and name not in available:
+            hint = did_you_mean(name, available)
+            raise SpecError(
+                f"the benchmark reports no metric {name!r}",
+                key_path=where,
+                help=(f"did you mean {hint!r}? " if hint else "") + f"metrics: {', '.join(sorted(available))}",
+            )
+
+
+def metric_value(metrics: Mapping[str, Any], key: str) -> float | None:
+    """A finite float for `key`, else None."""
+    value = metrics.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def flatten_metrics(metrics: Any) -> dict[str, Any]:
+    """The bench's `Metrics` as one flat JSON-ready dict: its scalar fields, `steady_*` window
+    figures, and the `comparable_*` throughputs the objectives rank by."""
+    data = metrics.model_dump() if hasattr(metrics, "model_dump") else dict(metrics)
+    steady = data.pop("steady", None) or {}
+    flat = {k: v for k, v in data.items() if v is None or isinstance(v, (str, int, float, bool))}
+    flat["errors"] = list(data.get("errors") or [])
+    flat.update({f"steady_{k}": v for k, v in steady.items()})
+    if hasattr(metrics, "comparable_request_throughput"):
+        flat["comparable_request_throughput"] = metrics.comparable_request_throughput()
+        flat["comparable_output_throughput"] = metrics.comparable_output_throughput()
+    else:
+        flat.setdefault("comparable_request_throughput", flat.get("steady_request_throughput", flat.get("request_throughput")))
+        flat.setdefault("comparable_output_throughput", flat.get("steady_output_throughput", flat.get("output_throughput")))
+    return flat

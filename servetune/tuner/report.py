@@ -1,0 +1,160 @@
+"""`servetune tune report`: the trials table, best vs baseline, and plots.
+
+Plots: optimisation history, Pareto front (multi-objective) and parameter importances as HTML
+through `optuna.visualization` (needs plotly), and the same as PNG through
+`optuna.visualization.matplotlib` when matplotlib is installed (`pip install servetune[report]`).
+The storage also opens in optuna-dashboard: `optuna-dashboard <storage-url>`.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from servetune.errors import TuningError, did_you_mean
+from servetune.tuner._storage import redact_url
+from servetune.tuner.loop import TuneResult, load_result
+
+
+def load_study_result(storage: str, study: str | None):
+    """(optuna Study, TuneResult) for a stored study; the name may be left out when there is one."""
+    import optuna
+
+    from servetune.tuner._storage import open_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    store = open_storage(storage)
+    names = [s.study_name for s in optuna.study.get_all_study_summaries(store, include_best_trial=False)]
+    if study is None:
+        if len(names) != 1:
+            raise TuningError(
+                f"{redact_url(storage)} holds {len(names)} studies; pick one with --study",
+                help=f"studies: {', '.join(names) or '(none)'}",
+            )
+        study = names[0]
+    if study not in names:
+        hint = did_you_mean(study, names)
+        raise TuningError(
+            f"no study {study!r} in {redact_url(storage)}",
+            help=(f"did you mean {hint!r}? " if hint else "") + f"studies: {', '.join(names) or '(none)'}",
+        )
+    s = optuna.load_study(study_name=study, storage=store)
+    return s, load_result(s, storage)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def print_summary(result: TuneResult, console=None) -> None:
+    """Best vs baseline, in a few lines."""
+    from rich.console import Console
+
+    console = console or Console()
+    primary = result.objectives[0] if result.objectives else {"name": "?", "unit": ""}
+    best, base = result.best, result.baseline
+    if best is None:
+        console.print("[red]no feasible trial[/]: every trial failed or broke an SLO (see `servetune tune report`)")
+        return
+    console.print(f"best: trial {best.number} ({best.source}) {primary['name']} = {_fmt(best.values[0] if best.values else None)} {primary.get('unit', '')}")
+    if best.layer:
+        console.print("  set: " + ", ".join(f"{k}={v}" for k, v in best.layer.items()))
+    if base is not None:
+        console.print(f"baseline (rules): trial {base.number} {primary['name']} = {_fmt(base.values[0] if base.values else None)}"
+                      + (f"  [{base.failure.get('class')}]" if base.failure else ""))
+    ratio = result.ratio()
+    if ratio is not None:
+        conf = result.confirmation
+        spread = ""
+        if conf:
+            chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
+            if chosen and chosen.get("min") is not None:
+                spread = f" (re-measured {len(chosen['ratios'])}x interleaved: min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f})"
+            elif conf.get("note"):
+                spread = f" ({conf['note']})"
+        console.print(f"tuned/baseline: [bold]{ratio:.3f}x[/]{spread}")
+
+
+def print_report(result: TuneResult) -> None:
+    """The trials table, then best vs baseline."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"study [bold]{result.study}[/] in {redact_url(result.storage)}: model {result.meta.get('model')}, "
+                  f"workload {result.meta.get('workload')}, SGLang {result.meta.get('sglang_version')}")
+    if result.slos:
+        console.print("SLOs: " + ", ".join(result.slos))
+    table = Table(show_lines=False)
+    for col in ("#", "state", "source", *(o["name"] for o in result.objectives), "params", "note"):
+        table.add_column(col, overflow="fold")
+    best_n = result.best.number if result.best else None
+    for t in result.trials:
+        vals = t.values or [None] * len(result.objectives)
+        state = t.state + (" *" if t.number == best_n else "")
+        note = t.note
+        if t.failure:
+            note = f"{t.failure.get('class')}: {str(t.failure.get('message', '')).splitlines()[0][:80] if t.failure.get('message') else ''}" + (f"; {note}" if note else "")
+        params = ", ".join(f"{k}={_fmt(v)}" for k, v in t.params.items())
+        if t.fixed:
+            params += ("; " if params else "") + "fixed: " + ", ".join(f"{k}={'unset' if v is None else v}" for k, v in t.fixed.items())
+        table.add_row(str(t.number), state, t.source, *(_fmt(v) for v in vals), params, note)
+    console.print(table)
+    if result.pareto:
+        console.print(f"Pareto front: trials {result.pareto}")
+    print_summary(result, console)
+
+
+def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:
+    """HTML (plotly) and PNG (matplotlib) plots plus summary.json; skips what is not installed."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "summary.json"]
+    (out / "summary.json").write_text(json.dumps(result.as_json(), indent=2, default=str))
+    import optuna
+
+    multi = len(result.objectives) > 1
+    names = [o["name"] for o in result.objectives]
+    plots: list[tuple[str, str, dict[str, Any]]] = []
+    if multi:
+        plots.append(("pareto_front", "plot_pareto_front", {"target_names": names}))
+        for i, n in enumerate(names):
+            plots.append((f"history_{n}", "plot_optimization_history", {"target": _target(i), "target_name": n}))
+    else:
+        plots.append(("history", "plot_optimization_history", {"target_name": names[0]}))
+    plots.append(("param_importances", "plot_param_importances", {"target": _target(0), "target_name": names[0]} if multi else {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for fname, func, kwargs in plots:
+            try:
+                fig = getattr(optuna.visualization, func)(study, **kwargs)
+                path = out / f"{fname}.html"
+                fig.write_html(str(path), include_plotlyjs="cdn")
+                written.append(path)
+            except (ImportError, ValueError, RuntimeError, TypeError, ZeroDivisionError):
+                pass
+            try:
+                import matplotlib
+
+                matplotlib.use("Agg")
+                import matplotlib.pyplot as plt
+
+                ax = getattr(optuna.visualization.matplotlib, func)(study, **kwargs)
+                fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
+                path = out / f"{fname}.png"
+                fig.savefig(path, dpi=110, bbox_inches="tight")
+                plt.close(fig)
+                written.append(path)
+            except (ImportError, ValueError, RuntimeError, TypeError, ZeroDivisionError, AttributeError):
+                pass
+    return written
+
+
+def _target(i: int):
+    return lambda t: t.values[i] if t.values is not None else float("nan")

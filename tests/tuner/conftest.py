@@ -1,0 +1,96 @@
+"""Fixtures for the tuner tests: the stand-in server, a small workload, a space on its knobs.
+
+Every end-to-end test runs `servetune tune` as a real subprocess that launches real stand-in
+server processes (`python -m servetune.standin`) and benchmarks them over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+STANDIN = f"{sys.executable} -m servetune.standin"
+MODEL = "qwen3-8b"
+GPU = "h200"
+
+WORKLOAD = """\
+name: tuner-test
+summary: Small text load for the tuner tests (seconds per trial on the stand-in).
+kind: text
+requests: 48
+max_concurrency: 24
+input_tokens: 256
+output_tokens: 48
+warmup_requests: 2
+seed: 1
+steady_trim: 0.1
+"""
+
+# The stand-in's landscape: a wider decode graph and more running requests help, up to the
+# KV budget; mem_fraction_static 0.94 dies with CUDA OOM at start.
+SPACE = """\
+summary: The stand-in's knobs.
+tune:
+  max_running_requests: {int: [4, 64], log: true}
+  cuda_graph_max_bs_decode: {choice: [8, 16, 32, 64]}
+  chunked_prefill_size: {choice: [512, 2048, 8192]}
+  prefill_decode_interval: {int: [0, 16], step: 4}
+  mem_fraction_static: {choice: [0.8, 0.85, 0.94]}
+"""
+
+
+@pytest.fixture
+def tune_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SERVETUNE_STANDIN_TIME_SCALE"] = "0.05"
+    env["SERVETUNE_RUNS_DIR"] = str(tmp_path / "runs")
+    env.pop("SERVETUNE_STANDIN_CRASH_AFTER", None)
+    return env
+
+
+@pytest.fixture
+def workload_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tuner-test.yaml"
+    path.write_text(WORKLOAD)
+    return path
+
+
+@pytest.fixture
+def space_file(tmp_path: Path) -> Path:
+    path = tmp_path / "space.yaml"
+    path.write_text(SPACE)
+    return path
+
+
+def tune_argv(workload_file: Path, space_file: Path, run_dir: Path, *extra: str, trials: int = 8) -> list[str]:
+    return [
+        sys.executable, "-m", "servetune", "tune", "--model", MODEL, "--gpu", GPU, "--workload", str(workload_file),
+        "--space", str(space_file), "--trials", str(trials), "--sglang-cmd", STANDIN, "--run-dir", str(run_dir),
+        "--seed", "1", "--quiet", *extra,
+    ]
+
+
+def run_tune(argv: list[str], env: dict[str, str], timeout: float = 150) -> tuple[int, dict | None, str]:
+    """Run the CLI; (exit code, parsed --json stdout or None, stderr)."""
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    data = None
+    if proc.stdout.strip():
+        try:
+            data = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            data = None
+    return proc.returncode, data, proc.stderr
+
+
+def load_trials(storage: str, study: str | None = None):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if study is None:
+        study = optuna.study.get_all_study_names(storage)[0]
+    return optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
