@@ -52,7 +52,11 @@ dev_setup() {  # ARCH
   stop_ours                                 # a server left by an earlier (timed-out) call on a warm machine
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { stamp "wheel install failed"; return 1; }
-  export PYTHONPATH=/tmp/site:$REPO
+  # servetune from a snapshot of a commit (.sgl/src, made by scripts/device/snapshot.sh) when there is one:
+  # other people's uncommitted edits in the working tree then can't break the call.
+  SERVETUNE_SRC=$REPO; [ -f .sgl/src/servetune/__init__.py ] && SERVETUNE_SRC=$REPO/.sgl/src
+  export PYTHONPATH=/tmp/site:$SERVETUNE_SRC
+  stamp "servetune from $SERVETUNE_SRC ($(cat .sgl/src/COMMIT 2>/dev/null || echo working tree))"
   restore_cache
   # serve.sh clobbers MODE/ARCH and prepends /tmp/sgl/site to PYTHONPATH
   # shellcheck disable=SC1091

@@ -36,9 +36,19 @@ if start_sglang server 30000 300 --model-path "$M" --load-format dummy \
     --output-file "$OUT/sglang-0.5.17-image.jsonl" --base-url http://127.0.0.1:30000 --seed 20261129 2>&1 | tee $E/bench.log | grep -v "it/s\]$"
   stamp "bench wall $(python3 -c "import time;print(round(time.time()-$t,1))")s; timing: $(cat $E/bench-timing.json 2>/dev/null | tr -d '\n ')"
   curl -s -m 20 http://127.0.0.1:30000/server_info > $E/server_info_after.json
+  # servetune's bench on the same server: SGLang's client then the builtin one, same workload shape
+  if [ "$(left)" -gt 200 ]; then
+    stamp "servetune bench --cross-check (single-image-stream, 384 requests at 64 in flight)"
+    timeout $(( $(left) - 40 )) python3 -m servetune bench --url http://127.0.0.1:30000 -w single-image-stream \
+      --cross-check --json --run-dir /tmp/sgl/xcheck > /tmp/sgl/xcheck.json 2> /tmp/sgl/xcheck.err; echo "rc=$?"
+    cat /tmp/sgl/xcheck.json | head -c 3000; tail -20 /tmp/sgl/xcheck.err
+    stamp "cross-check done"
+  else
+    stamp "skipping cross-check: only $(left)s left"
+  fi
 fi
 stop_ours
 cp /tmp/sgl/server.log $E/ 2>/dev/null
-tar cf "$OUT/endpoints.tar" -C /tmp/sgl endpoints server.log 2>/dev/null
+tar cf "$OUT/endpoints.tar" -C /tmp/sgl endpoints server.log xcheck xcheck.json xcheck.err 2>/dev/null
 pack_cache
 ls -la "$OUT"
