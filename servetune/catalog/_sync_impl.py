@@ -287,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--out", help="file to write (default: stdout)")
     args = cli.parse_args(argv)
+    try:
+        importlib.import_module("sglang")
+    except ImportError as exc:
+        print(f"cannot import sglang with {sys.executable}: {exc}", file=sys.stderr)
+        return 2
     text = json.dumps(build_catalog(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

@@ -113,8 +113,15 @@ class _Resolver:
                     reason=f"SGLang {self.version} has no {noun} '{key}'",
                 ))
                 continue
-            out.append(_Candidate(key, _coerce(self.catalog, key, value, False), layer, lr.id,
-                                  str(lr.set_locations.get(key, lr.location)), lr.rule.summary))
+            try:
+                coerced = _coerce(self.catalog, key, value, False)
+            except ValueError as exc:
+                self.skipped.append(Skipped(
+                    key=key, source=lr.id, location=str(lr.set_locations.get(key, lr.location)),
+                    reason=f"SGLang {self.version} does not accept {key}={value!r}: {exc}",
+                ))
+                continue
+            out.append(_Candidate(key, coerced, layer, lr.id, str(lr.set_locations.get(key, lr.location)), lr.rule.summary))
         return out
 
     def _layer_candidates(self, layer: LayerInput) -> list[_Candidate]:
@@ -130,6 +137,10 @@ class _Resolver:
             try:
                 coerced = _coerce(self.catalog, key, value, layer.from_text)
             except ValueError as exc:
+                if not layer.strict:
+                    self.skipped.append(Skipped(key=key, source=layer.source, location=where,
+                                                reason=f"SGLang {self.version} does not accept {key}={value!r}: {exc}"))
+                    continue
                 shown = f"{key}={value}" if layer.from_text else key
                 raise SpecError(f"bad value for {shown} ({layer.layer} {layer.source}): {exc}", help=_help_for(self.catalog, key)) from None
             out.append(_Candidate(key, coerced, layer.layer, layer.source, where, layer.reason))

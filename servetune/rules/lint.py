@@ -9,6 +9,7 @@ from typing import Any
 from servetune.errors import ConflictError
 from servetune.rules.conditions import UNKNOWN, evaluate
 from servetune.rules.loader import RuleSet
+from servetune.versions import in_window
 from servetune.schema.facts import (
     FACT_PATHS,
     DeploymentFacts,
@@ -75,7 +76,7 @@ def lint(rules: RuleSet) -> LintReport:
             return fact_value(facts, path) if path in FACT_PATHS else UNKNOWN
 
         for lr in rules.rules:
-            if evaluate(lr.rule.when, lookup) is not False:
+            if in_window(catalog.sglang_version, lr.rule.sglang) and evaluate(lr.rule.when, lookup) is not False:
                 report.matches[lr.id] += 1
         try:
             resolve(facts, rules, catalog)

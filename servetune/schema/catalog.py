@@ -18,7 +18,7 @@ Action = Literal["store", "store_true", "store_false", "boolean_optional", "stor
 class FieldSpec(BaseModel):
     """One SGLang server field, as its argument parser and declaration define it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
     name: str
     """Field name (argparse `dest`), e.g. `radix_eviction_policy`."""
@@ -48,7 +48,7 @@ class FieldSpec(BaseModel):
 class EnvSpec(BaseModel):
     """One `SGLANG_*` environment variable that the release reads."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
     name: str
     """Variable name, e.g. `SGLANG_USE_IPC_POOL_HANDLE_CACHE`."""
@@ -61,7 +61,7 @@ class EnvSpec(BaseModel):
 class Catalog(BaseModel):
     """Fields and env vars of one SGLang release."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
     sglang_version: str
     """The SGLang release this snapshot was read from, e.g. `0.5.23`."""

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
 Layer = Literal["rule", "preset", "tuner", "pin", "require"]
 LAYER_ORDER: dict[str, int] = {"rule": 0, "preset": 1, "tuner": 2, "pin": 3, "require": 4}

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Arch = Literal["sm70", "sm75", "sm80", "sm86", "sm87", "sm89", "sm90", "sm100", "sm103", "sm110", "sm120", "sm121"]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
 
 class GpuFacts(BaseModel):

@@ -23,7 +23,7 @@ from servetune.schema.space import Distribution
 class MadeFor(BaseModel):
     """The context a preset was made for (informational; shown by `presets show`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
     gpu: str | None = None
     """GPU name, e.g. `NVIDIA H200`."""
@@ -40,7 +40,7 @@ class MadeFor(BaseModel):
 class Preset(BaseModel):
     """A named set of SGLang fields and env vars, applied above rules and below trials and pins."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     """Kebab-case name."""

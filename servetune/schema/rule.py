@@ -34,7 +34,7 @@ from servetune.schema.facts import FACT_PATHS
 OPERATORS = ("eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "between", "is_set")
 Operator = Literal["eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "between", "is_set"]
 _ID = r"^[a-z0-9][a-z0-9-]*$"
-_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
 
 class Ref(BaseModel):
@@ -195,7 +195,7 @@ def parse_condition(raw: Any) -> Condition:
 class Derived(BaseModel):
     """A value copied from another resolved field (`{from: max_running_requests, max: 512}`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True)
 
     source: str = Field(alias="from")
     """The SGLang field whose resolved value is copied."""
@@ -233,7 +233,7 @@ def parse_set_value(raw: Any) -> Any:
 class Rule(BaseModel):
     """One rule: when the facts and resolved fields match `when`, apply `set`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, arbitrary_types_allowed=True)
 
     id: str = Field(pattern=_ID)
     """Permanent kebab-case id, scope first (e.g. `qwen3-vl-hopper-cuda-ipc-transport`)."""
@@ -252,7 +252,7 @@ class Rule(BaseModel):
     """servetune version that introduced the rule."""
     sglang: str | None = None
     """SGLang version window (`>=0.5.10,<0.6`); None = every version."""
-    when: Any = None
+    when: Any = Field(default=None, validate_default=True)
     """The selector: a condition tree (see the module docstring)."""
     set: dict[str, Any] = Field(default_factory=dict)
     """SGLang fields and `SGLANG_*` env vars to set, with exact names."""

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class IntDistribution(BaseModel):
     """An integer range, like `optuna.distributions.IntDistribution`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True)
 
     bounds: tuple[int, int] = Field(alias="int")
     """`[low, high]`, both included."""
@@ -50,7 +50,7 @@ class IntDistribution(BaseModel):
 class FloatDistribution(BaseModel):
     """A float range, like `optuna.distributions.FloatDistribution`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True)
 
     bounds: tuple[float, float] = Field(alias="float")
     """`[low, high]`, both included."""
@@ -84,7 +84,7 @@ class FloatDistribution(BaseModel):
 class ChoiceDistribution(BaseModel):
     """A categorical choice, like `optuna.distributions.CategoricalDistribution`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True)
 
     choices: tuple[Any, ...] = Field(alias="choice", min_length=1)
     """The candidate values (scalars: str, int, float, bool or null; null leaves the field unset)."""

@@ -12,7 +12,7 @@ from servetune.schema.space import Distribution
 class ImageSpec(BaseModel):
     """Images attached to each request of a multimodal workload."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
     per_request: int = Field(default=1, ge=1)
     """Images in each request."""
@@ -40,7 +40,7 @@ _RESOLUTIONS = {"4k": (3840, 2160), "1080p": (1920, 1080), "720p": (1280, 720), 
 class Workload(BaseModel):
     """A named benchmark workload: request shapes, load shape, warmup and seed."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     """Kebab-case name, e.g. `single-image-stream`."""

@@ -48,7 +48,7 @@ effect, KV capacity, start-up delay). Resolution of unset fields:
 | `SERVETUNE_STANDIN_HANG=1` | bind the port but never become healthy |
 | `SERVETUNE_STANDIN_IGNORE_SIGTERM=1` | ignore SIGTERM (it and its children need SIGKILL) |
 | `SERVETUNE_STANDIN_CHILDREN=N` | start N idle child processes (as SGLang starts schedulers) |
-| `SERVETUNE_STANDIN_TIME_SCALE` | real seconds per simulated second (default 0.1) |
+| `SERVETUNE_STANDIN_TIME_SCALE` | real seconds per simulated second (default 0.25) |
 | `SERVETUNE_STANDIN_NOISE` | relative sigma of log-normal noise on service times (default 0) |
 | `SERVETUNE_STANDIN_SEED` | seed of that noise (default 0) |
 | `SERVETUNE_STANDIN_MAX_CHUNKS` | most SSE chunks per response; tokens are grouped (default 16) |
@@ -60,14 +60,16 @@ effect, KV capacity, start-up delay). Resolution of unset fields:
   100 * cuda_graph_max_bs_decode` tokens (a wider decode graph costs memory).
 - *Memory.* `mem_fraction_static > 0.92` dies at start with CUDA OOM; `>= 0.90` dies with CUDA
   OOM under load once 128 requests run at once.
-- *Prefill.* `1.5 * ceil(tokens / chunked_prefill_size) + 0.004 * tokens`, plus per image:
-  `cpu` 8 + 1 per 50 KB of payload, `cuda_ipc` 2 + 1 per 200 KB (3 more while 48+ requests run
-  unless `SGLANG_MM_FEATURE_CACHE_MB` >= 1024), `cuda_vmm` 3 + 1 per 200 KB. With `cpu`
-  transport a repeated image costs 0.5 (media cache; off when `SGLANG_VLM_CACHE_SIZE_MB=0`).
+- *Prefill.* `1.5 * ceil(tokens / chunked_prefill_size) + 0.01 * tokens`. Images first pass
+  one at a time through a single feature-transport lane (serialized, as the tokenizer-to-
+  scheduler hand-off is): `cpu` 20 + 4 per 100 KB of payload, `cuda_ipc` 5 + 1 per 100 KB (5
+  more while 48+ requests run unless `SGLANG_MM_FEATURE_CACHE_MB` >= 1024), `cuda_vmm` 8 + 1 per
+  100 KB. With `cpu` transport a repeated image costs 1 (media cache; off when
+  `SGLANG_VLM_CACHE_SIZE_MB=0`).
 - *Prefill/decode interval.* With interval k > 0, a prefill waits until k decode steps have
   passed since the previous prefill started (higher TTFT, fewer interrupted decode steps).
-- *Decode step* for a running batch b: `6 + 0.06 * b`, plus 5 when b exceeds
-  `cuda_graph_max_bs_decode` (eager launch), plus `2 + 0.002 * min(chunked_prefill_size,
+- *Decode step* for a running batch b: `8 + 0.1 * b`, plus 8 when b exceeds
+  `cuda_graph_max_bs_decode` (eager launch), plus `3 + 0.002 * min(chunked_prefill_size,
   prefill tokens)` while a prefill runs.
 
 The defaults are therefore not the optimum: at 64 concurrent requests the decode graph (32)

@@ -59,7 +59,7 @@ class Knobs:
     hang: bool = False
     ignore_sigterm: bool = False
     children: int = 0
-    time_scale: float = 0.1
+    time_scale: float = 0.25
     noise: float = 0.0
     seed: int = 0
     max_chunks: int = 16
@@ -90,7 +90,7 @@ class Knobs:
             hang=get("HANG", flag, False),
             ignore_sigterm=get("IGNORE_SIGTERM", flag, False),
             children=get("CHILDREN", int, 0),
-            time_scale=get("TIME_SCALE", float, 0.1),
+            time_scale=get("TIME_SCALE", float, 0.25),
             noise=get("NOISE", float, 0.0),
             seed=get("SEED", int, 0),
             max_chunks=max(1, get("MAX_CHUNKS", int, 16)),

@@ -78,6 +78,7 @@ class Engine:
         self._steps = 0
         self._last_prefill_step: int | None = None
         self._media: OrderedDict[str, None] = OrderedDict()
+        self._lane = threading.Lock()
         self._run_factor = random.Random(knobs.seed).lognormvariate(0.0, knobs.noise / 2) if knobs.noise > 0 else 1.0
 
     def _sleep(self, sim_ms: float, rng: random.Random | None) -> None:
@@ -140,19 +141,19 @@ class Engine:
                     while len(self._media) > MEDIA_CACHE_ENTRIES:
                         self._media.popitem(last=False)
                 if hit:
-                    return 0.5
-            return 8.0 + size_kb / 50.0
+                    return 1.0
+            return 20.0 + 4.0 * size_kb / 100.0
         if self.transport == "cuda_ipc":
-            congestion = 3.0 if running >= 48 and self.ipc_pool_mb < 1024 else 0.0
-            return 2.0 + size_kb / 200.0 + congestion
-        return 3.0 + size_kb / 200.0
+            congestion = 5.0 if running >= 48 and self.ipc_pool_mb < 1024 else 0.0
+            return 5.0 + size_kb / 100.0 + congestion
+        return 8.0 + size_kb / 100.0
 
     def _decode_step_ms(self, batch: int, prefill_tokens: int) -> float:
-        step = 6.0 + 0.06 * batch
+        step = 8.0 + 0.1 * batch
         if batch > self.graph_bs:
-            step += 5.0
+            step += 8.0
         if prefill_tokens:
-            step += 2.0 + 0.002 * min(self.chunk, prefill_tokens)
+            step += 3.0 + 0.002 * min(self.chunk, prefill_tokens)
         return step
 
     def _wait_prefill_turn(self) -> None:
@@ -179,9 +180,11 @@ class Engine:
                 self._prefilling += tokens
                 running = self._running
             try:
-                ms = 1.5 * math.ceil(tokens / self.chunk) + 0.004 * tokens
-                ms += sum(self._image_ms(url, running) for url in req.images)
-                self._sleep(ms, rng)
+                for url in req.images:
+                    cost = self._image_ms(url, running)
+                    with self._lane:
+                        self._sleep(cost, rng)
+                self._sleep(1.5 * math.ceil(tokens / self.chunk) + 0.01 * tokens, rng)
             finally:
                 with self._cond:
                     self._prefilling -= tokens

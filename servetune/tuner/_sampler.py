@@ -16,7 +16,7 @@ import optuna
 from optuna.samplers import TPESampler
 from optuna.trial import TrialState
 
-from servetune.tuner._storage import NOT_CONFIG_FAILURES
+from servetune.tuner._storage import is_config_failure
 
 LAUNCH_FAILED = "constraints:launch_failed"
 
@@ -41,10 +41,7 @@ class _FailuresAsInfeasible:
 
 
 def _as_infeasible(t):
-    if t.state != TrialState.FAIL or not t.params:
-        return t
-    failure = t.user_attrs.get("failure") or {}
-    if failure.get("class") in NOT_CONFIG_FAILURES or not failure:
+    if t.state != TrialState.FAIL or not t.params or not is_config_failure(t):
         return t
     view = copy.copy(t)
     view.state = TrialState.PRUNED

@@ -58,7 +58,6 @@ def retry_lost_trial(study, trial) -> None:
     import optuna
 
     history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
-    study._storage.set_trial_user_attr(trial._trial_id, "failure", trial.user_attrs.get("failure") or _lost("heartbeat stopped"))
     if len(history) > MAX_RETRY:
         return
     system_attrs = {"failed_trial": history[0], "retry_history": history}
@@ -75,6 +74,20 @@ def retry_lost_trial(study, trial) -> None:
             system_attrs=system_attrs,
         )
     )
+
+
+def failure_of(trial) -> dict[str, Any] | None:
+    """A FAIL trial's failure record; one failed by Optuna's heartbeat check has none, so it
+    reads as `worker_lost` (the attribute cannot be written once the trial is finished)."""
+    if trial.state.name != "FAIL":
+        return None
+    return trial.user_attrs.get("failure") or _lost("its heartbeat stopped")
+
+
+def is_config_failure(trial) -> bool:
+    """True for a FAIL trial whose config is to blame (not a lost worker or Ctrl-C)."""
+    failure = failure_of(trial)
+    return failure is not None and failure.get("class") not in NOT_CONFIG_FAILURES
 
 
 def _lost(why: str) -> dict[str, Any]:
@@ -98,11 +111,11 @@ def fail_lost_trials(study) -> list[int]:
         if who.get("host") != host or _alive(who.get("pid"), who.get("pid_started")):
             continue
         try:
+            study._storage.set_trial_user_attr(t._trial_id, "failure", _lost(f"pid {who.get('pid')} on {host} is gone"))
             if not study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
-        study._storage.set_trial_user_attr(t._trial_id, "failure", _lost(f"pid {who.get('pid')} on {host} is gone"))
         if t.user_attrs.get("run_dir"):
             reap_orphan_server(Path(t.user_attrs["run_dir"]))
         retry_lost_trial(study, study._storage.get_trial(t._trial_id))

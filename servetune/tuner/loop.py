@@ -13,6 +13,7 @@ launched again. Several processes may share one study through an RDB URL.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -291,7 +292,7 @@ class Tuner:
             problems.append(f"objectives {theirs} vs {mine}")
         if meta.get("slos") is not None and meta.get("slos") != [str(s) for s in self.slos]:
             problems.append(f"SLOs {meta.get('slos')} vs {[str(s) for s in self.slos]}")
-        if meta.get("space") is not None and meta.get("space") != self.space.as_dict():
+        if meta.get("space") is not None and meta.get("space") != json.loads(json.dumps(self.space.as_dict())):
             problems.append("search space differs")
         if meta.get("workload") not in (None, self.workload.name):
             problems.append(f"workload {meta.get('workload')!r} vs {self.workload.name!r}")
@@ -354,7 +355,7 @@ class Tuner:
                 used += 1
             elif t.state in (TrialState.COMPLETE, TrialState.PRUNED):
                 used += 1
-            elif t.state == TrialState.FAIL and (t.user_attrs.get("failure") or {}).get("class") not in _storage.NOT_CONFIG_FAILURES:
+            elif t.state == TrialState.FAIL and _storage.is_config_failure(t):
                 used += 1
         return used
 
@@ -490,8 +491,7 @@ class Tuner:
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)):
             if t.number == number or t.user_attrs.get("config_hash") != h:
                 continue
-            failure = t.user_attrs.get("failure")
-            if failure and failure.get("class") in _storage.NOT_CONFIG_FAILURES:
+            if t.state == TrialState.FAIL and not _storage.is_config_failure(t):
                 continue
             return t
         return None
@@ -615,7 +615,7 @@ def summarize_trial(t, objectives, slos=()) -> TrialSummary:
     return TrialSummary(
         number=t.number, state=state, source=t.user_attrs.get("source", "sampler"), params=dict(t.params),
         fixed=dict(t.user_attrs.get("fixed") or {}), values=list(t.values) if t.values is not None else None,
-        metrics=t.user_attrs.get("metrics"), failure=t.user_attrs.get("failure") if state == "FAIL" else None,
+        metrics=t.user_attrs.get("metrics"), failure=_storage.failure_of(t),
         feasible=feasible, config_hash=t.user_attrs.get("config_hash"), layer=dict(t.user_attrs.get("layer") or {}), note=note,
     )
 
