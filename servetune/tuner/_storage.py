@@ -34,6 +34,7 @@ def open_storage(url: str):
     """An `RDBStorage` with heartbeats and the retry callback (imports optuna)."""
     import optuna
 
+    url = _with_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine_kwargs["connect_args"] = {"timeout": 60}
@@ -50,6 +51,18 @@ def open_storage(url: str):
     except ImportError as exc:
         raise TuningError(f"cannot open storage {redact_url(url)}: {exc}",
                           help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'") from None
+
+
+def _with_driver(url: str) -> str:
+    """`postgresql://` with the installed driver: SQLAlchemy 2.1 defaults to psycopg 3, while
+    servetune's `postgres` extra installs psycopg2."""
+    import importlib.util
+
+    scheme, sep, rest = url.partition("://")
+    if scheme in ("postgresql", "postgres") and sep:
+        if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
+            return f"postgresql+psycopg2://{rest}"
+    return url
 
 
 def retry_lost_trial(study, trial) -> None:

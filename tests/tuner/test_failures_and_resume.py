@@ -1,0 +1,93 @@
+"""Crashes are data, and a study survives `kill -9` of its tuner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.tuner.conftest import load_trials, run_tune, tune_argv
+
+
+def test_crashing_servers_are_recorded_as_failed_trials_and_nothing_is_written(tune_env, workload_file, space_file, tmp_path):
+    env = dict(tune_env, SERVETUNE_STANDIN_CRASH_AFTER="3")
+    run_dir = tmp_path / "run"
+    code, data, stderr = run_tune(tune_argv(workload_file, space_file, run_dir, "--json", "--confirm", "0", trials=3), env)
+    assert code == 0, stderr
+    assert data["best"] is None and data["ratio"] is None
+    assert len(data["trials"]) == 3
+    for t in data["trials"]:
+        assert t["state"] == "FAIL"
+        if t["params"].get("mem_fraction_static") != 0.94:
+            assert t["failure"]["class"] == "crash", t["failure"]
+            assert t["failure"]["log_tail"]
+    code, _, stderr = run_tune(tune_argv(workload_file, space_file, run_dir, "--out", str(tmp_path / "b.yaml"), "--confirm", "0", trials=3), env)
+    assert code == 1 and "no feasible trial" in stderr and "Traceback" not in stderr
+
+
+def _wait(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_resume_after_kill_9_keeps_completed_trials_and_fails_the_interrupted_one(tune_env, workload_file, space_file, tmp_path):
+    run_dir = tmp_path / "run"
+    storage = f"sqlite:///{run_dir / 'study.db'}"
+    argv = tune_argv(workload_file, space_file, run_dir, "--confirm", "0", "--no-prune", trials=5)
+    proc = subprocess.Popen(argv, env=tune_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def two_done_one_running():
+        if not (run_dir / "study.db").exists():
+            return False
+        try:
+            trials = load_trials(storage)
+        except Exception:  # noqa: BLE001 - the study may not exist yet
+            return False
+        done = [t for t in trials if t.state.name == "COMPLETE"]
+        running = [t for t in trials if t.state.name == "RUNNING" and (Path(t.user_attrs.get("run_dir", "/nonexistent")) / "server.pid").exists()]
+        return len(done) >= 2 and bool(running)
+
+    try:
+        assert _wait(two_done_one_running, 120), proc.stderr.read() if proc.poll() is not None else "timed out"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = {t.number: t for t in load_trials(storage)}
+    completed = {n: t.values for n, t in before.items() if t.state.name == "COMPLETE"}
+    interrupted = [n for n, t in before.items() if t.state.name == "RUNNING"]
+    assert len(interrupted) == 1
+    orphan_dir = Path(before[interrupted[0]].user_attrs["run_dir"])
+    orphan_pid = int((orphan_dir / "server.pid").read_text())
+
+    code, data, stderr = run_tune(argv + ["--json"], tune_env)
+    assert code == 0, stderr
+    after = {t["number"]: t for t in data["trials"]}
+    for n, values in completed.items():
+        assert after[n]["state"] == "COMPLETE" and after[n]["values"] == values
+    lost = after[interrupted[0]]
+    assert lost["state"] == "FAIL" and lost["failure"]["class"] == "worker_lost"
+    retries = [t for t in data["trials"] if f"retry of trial {interrupted[0]}" in t.get("note", "")]
+    assert len(retries) == 1 and retries[0]["params"] == lost["params"]
+    finished = [t for t in data["trials"] if t["state"] != "FAIL" or t["failure"]["class"] != "worker_lost"]
+    assert len(finished) == 5
+    assert _wait(lambda: not _alive(orphan_pid), 10), "the server the killed tuner left behind was not reaped"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,43 @@
+"""Objectives and SLOs as Optuna sees them; the CLI stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from servetune.errors import SpecError
+from servetune.tuner.objectives import parse_objectives, parse_slo
+
+
+def test_objectives_parse_to_metrics_and_directions():
+    (thr,) = parse_objectives("throughput")
+    assert (thr.metric, thr.direction) == ("comparable_request_throughput", "maximize")
+    thr, ttft = parse_objectives("throughput,p99_ttft")
+    assert (ttft.metric, ttft.direction) == ("p99_ttft_ms", "minimize")
+    assert parse_objectives("token_throughput")[0].metric == "comparable_output_throughput"
+    assert parse_objectives("p99_e2e")[0].metric == "p99_e2e_latency_ms"
+
+
+def test_unknown_objective_suggests_a_name():
+    with pytest.raises(SpecError, match="did you mean 'throughput'"):
+        parse_objectives("througput")
+
+
+def test_slo_violation_is_an_optuna_constraint_value():
+    slo = parse_slo("p99_ttft_ms<=2000")
+    assert slo.violation({"p99_ttft_ms": 1500.0}) == -500.0
+    assert slo.violation({"p99_ttft_ms": 2500.0}) == 500.0
+    assert slo.violation({}) > 0  # a metric the run did not produce cannot be claimed to hold
+    assert parse_slo("comparable_request_throughput>=10").violation({"comparable_request_throughput": 8.0}) == 2.0
+    with pytest.raises(SpecError, match="METRIC<=NUMBER"):
+        parse_slo("p99_ttft_ms=<2000")
+
+
+def test_the_tune_command_imports_no_optuna_launcher_or_bench_at_cli_start():
+    code = ("import sys, servetune.cli; "
+            "bad = [m for m in ('optuna', 'sqlalchemy', 'servetune.tuner', 'servetune.launch', 'servetune.bench', 'httpx') if m in sys.modules]; "
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
