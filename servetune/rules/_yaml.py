@@ -107,13 +107,21 @@ def format_key_path(path: KeyPath) -> str:
     return out or "(top level)"
 
 
-def _allowed_keys(model: type[BaseModel] | None) -> list[str]:
+def _allowed_keys(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
+    """Keys the model accepts at `loc` (the parent of an unknown key), following nested models."""
+    for part in loc:
+        if model is None:
+            return []
+        info = model.model_fields.get(part) if isinstance(part, str) else None
+        if info is None:
+            if isinstance(part, int):
+                continue
+            return []
+        annotation = info.annotation
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
     if model is None:
         return []
-    names = []
-    for name, info in model.model_fields.items():
-        names.append(info.alias or name)
-    return names
+    return [info.alias or name for name, info in model.model_fields.items()]
 
 
 def spec_error_from_validation(
@@ -127,7 +135,8 @@ def spec_error_from_validation(
     what: str = "file",
 ) -> SpecError:
     """Turn the first pydantic error into a `SpecError` at the right file:line and key path."""
-    err = exc.errors()[0]
+    errors = exc.errors()
+    err = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0])
     loc = tuple(err.get("loc", ()))
     path = prefix + _data_path(_get(data, prefix), loc)
     location = spans.nearest(path, SourceLocation(str(source)))
@@ -138,7 +147,7 @@ def spec_error_from_validation(
         key = loc[-1] if loc else "?"
         path = prefix + _data_path(_get(data, prefix), loc)
         location = spans.nearest(path, location)
-        allowed = _allowed_keys(model) if len(loc) == 1 else []
+        allowed = _allowed_keys(model, tuple(loc[:-1]))
         guess = did_you_mean(str(key), allowed) if allowed else None
         message = f"unknown key '{key}' in {what}"
         if guess:

@@ -246,7 +246,8 @@ def _help_for(catalog: Catalog, key: str) -> str | None:
         return None
     if spec.choices:
         return f"{spec.flag} takes one of: {', '.join(map(str, spec.choices))}"
-    return f"{spec.flag} takes a {spec.type} value"
+    noun = {"int": "an integer", "float": "a number", "bool": "true or false", "json": "JSON"}.get(spec.type, "a string")
+    return f"{spec.flag} takes {noun}"
 
 
 def resolve(
