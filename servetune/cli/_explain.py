@@ -27,7 +27,8 @@ def explain(res, key: str | None, run: Path | None) -> None:
     """Print the decision chain of `key` (or of every decided key)."""
     keys = [key] if key else sorted(res.config.fields) + sorted(res.config.env)
     diff = _server_diff(run) if run else {}
-    if key and res.config.get(key) is None and key not in res.catalog.fields and key not in res.catalog.env:
+    skipped = {s.key for s in res.config.skipped}
+    if key and res.config.get(key) is None and key not in res.catalog.fields and key not in res.catalog.env and key not in skipped:
         guess = did_you_mean(key, list(res.catalog.fields) + list(res.catalog.env))
         raise UnknownNameError(
             f"'{key}' is not an SGLang {res.catalog.sglang_version} field or env var",
@@ -38,7 +39,10 @@ def explain(res, key: str | None, run: Path | None) -> None:
         resolved = res.config.get(k)
         if resolved is None:
             spec = res.catalog.fields.get(k) or res.catalog.env.get(k)
-            print(f"{k}: not set by servetune → SGLang decides at launch (declared default {_v(getattr(spec, 'default', None))})")
+            if spec is None:
+                print(f"{k}: SGLang {res.catalog.sglang_version} has no such field or env var; nothing is emitted")
+            else:
+                print(f"{k}: not set by servetune → SGLang decides at launch (declared default {_v(spec.default)})")
         else:
             print(f"{k} = {_v(resolved.value)}")
             for d in resolved.chain:

@@ -82,12 +82,16 @@ def print_table(res) -> None:
 
     from servetune.render import render_shell
 
-    console = Console(highlight=False, soft_wrap=True)
+    import shutil
+
+    width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
+    console = Console(highlight=False, soft_wrap=True, width=max(width, 100))
     console.print(_header(res), markup=False)
     console.print(render_shell(res.argv(), res.env()), markup=False)
     table = Table(title="decisions", title_justify="left", show_lines=False)
-    for col in ("field", "value", "layer", "source", "why"):
-        table.add_column(col, overflow="fold")
+    for col in ("field", "value", "layer", "source"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("why", overflow="fold", ratio=1)
     for resolved in list(res.config.fields.values()) + list(res.config.env.values()):
         d = resolved.decision
         replaced = f" (over {resolved.chain[-2].layer} {resolved.chain[-2].source})" if len(resolved.chain) > 1 else ""

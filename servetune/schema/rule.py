@@ -62,6 +62,8 @@ class Atom(BaseModel):
         """`gpu.memory_mib >= 61440`-style text."""
         symbol = {"eq": "==", "ne": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}.get(self.op)
         value = f"{{ref: {self.value.ref}}}" if isinstance(self.value, Ref) else self.value
+        if isinstance(value, bool):
+            value = "true" if value else "false"
         if self.op == "is_set":
             return f"{self.path} is {'set' if self.value else 'unset'}"
         if symbol:
