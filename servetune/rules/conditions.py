@@ -89,8 +89,12 @@ def evaluate(cond: Condition, lookup: Lookup, trace: list[ConditionResult] | Non
         result = eval_atom(cond, lookup)
         if trace is not None:
             actual = lookup(cond.path)
+            text = cond.describe()
+            if isinstance(cond.value, Ref):
+                ref_value = lookup(cond.value.ref)
+                text += f" ({'unset' if ref_value is UNSET or ref_value is UNKNOWN else ref_value})"
             trace.append(ConditionResult(
-                condition=cond.describe(),
+                condition=text,
                 actual=None if actual is UNSET or actual is UNKNOWN else actual,
                 ok=bool(result),
             ))
