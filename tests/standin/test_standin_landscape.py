@@ -1,0 +1,66 @@
+"""The stand-in's throughput depends on its flags, and the defaults are not the optimum."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from standin_helpers import STANDIN_CMD, drive, image_url, standin
+
+from servetune.standin._config import Knobs, build_parser, kv_capacity, resolve
+from servetune.standin._engine import Engine
+
+N, CONCURRENCY, TOKENS = 96, 64, 64
+UNIQUE = [image_url(i) for i in range(N)]
+POOL = [image_url(10**6 + i) for i in range(4)]
+
+
+def measure(tmp_path, name, *flags, images=None):
+    with standin(tmp_path / name, *flags) as server:
+        return drive(server.url, N, CONCURRENCY, TOKENS, images=images)["throughput"]
+
+
+def test_resolution_of_unset_fields_and_the_deliberate_cap():
+    """Unset fields get the stand-in's defaults; the decode graph is capped to max_running_requests."""
+    ns, unknown = build_parser().parse_known_args(["--model-path", "m", "--max-running-requests", "16",
+                                                   "--cuda-graph-max-bs-decode", "64", "--future-flag"])
+    r = resolve(ns)
+    assert unknown == ["--future-flag"]
+    assert (r["cuda_graph_max_bs_decode"], r["chunked_prefill_size"], r["mm_feature_transport"]) == (16, 8192, "cpu")
+    assert r["mem_fraction_static"] == 0.8 and r["prefill_decode_interval"] == 0
+    default = resolve(build_parser().parse_args(["--model-path", "m"]))
+    assert default["max_running_requests"] == kv_capacity(default) // 512
+
+
+def test_decode_step_cost_depends_on_the_graph_width_and_prefill():
+    """A batch wider than the decode graph pays the eager-launch cost; a running prefill slows decode."""
+    engine = Engine(resolve(build_parser().parse_args(["--model-path", "m"])), Knobs())
+    assert engine._decode_step_ms(32, 0) == pytest.approx(11.2)
+    assert engine._decode_step_ms(33, 0) == pytest.approx(19.3)
+    assert engine._decode_step_ms(8, 4096) > engine._decode_step_ms(8, 0)
+
+
+def test_a_wider_decode_graph_beats_the_default_at_64_concurrent(tmp_path):
+    """Text at concurrency 64: graph 64 > default (32); a tight max_running_requests is worse."""
+    default = measure(tmp_path, "default")
+    wide = measure(tmp_path, "wide", "--cuda-graph-max-bs-decode", "64")
+    tight = measure(tmp_path, "tight", "--max-running-requests", "16")
+    assert wide > 1.1 * default
+    assert tight < default
+
+
+def test_single_use_images_prefer_cuda_ipc_and_repeated_images_prefer_the_cpu_cache(tmp_path):
+    """Unique images: cuda_ipc > cpu; a small repeated pool: cpu (media cache) > cpu with unique images."""
+    flags = ("--cuda-graph-max-bs-decode", "64")
+    cpu_unique = measure(tmp_path, "cpu-u", *flags, images=UNIQUE)
+    ipc_unique = measure(tmp_path, "ipc-u", *flags, "--mm-feature-transport", "cuda_ipc", images=UNIQUE)
+    cpu_pool = measure(tmp_path, "cpu-p", *flags, images=POOL)
+    assert ipc_unique > 1.1 * cpu_unique
+    assert cpu_pool > 1.1 * cpu_unique
+
+
+def test_too_much_static_memory_dies_at_start_with_a_cuda_oom():
+    """--mem-fraction-static above 0.92 exits 1 with the CUDA OOM marker in its log."""
+    out = subprocess.run([*STANDIN_CMD, "--model-path", "m", "--mem-fraction-static", "0.95", "--port", "1"],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 1 and "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" in out.stderr
