@@ -49,6 +49,10 @@ pack_cache() {
 
 dev_setup() {  # ARCH
   local arch=${1:-qwen2_5_vl_3b}
+  if [ -n "${DEV_DRYRUN:-}" ]; then   # here, no GPU: stand-in server, model dirs from $DEV_DRYRUN/<arch>
+    export PYTHONPATH=$REPO/.sgl/src SGL_WRAP_MODULE=servetune.standin SGL_MODEL_DIR=$DEV_DRYRUN/$arch
+    stamp "DRY RUN: stand-in server, models from $DEV_DRYRUN"; return 0
+  fi
   stop_ours                                 # a server left by an earlier (timed-out) call on a warm machine
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { stamp "wheel install failed"; return 1; }
@@ -65,6 +69,7 @@ dev_setup() {  # ARCH
 }
 
 model_dir() {  # ARCH -> builds (if needed) and prints the weight-free model dir
+  [ -n "${DEV_DRYRUN:-}" ] && { echo "$DEV_DRYRUN/$1"; return; }
   local m=/tmp/sgl/models/$1
   [ -f "$m/config.json" ] || python3 .sgl/bin/make_dummy_vlm.py "$1" "$m" >/dev/null
   echo "$m"
