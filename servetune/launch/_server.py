@@ -32,6 +32,12 @@ log = logging.getLogger("servetune.launch")
 SGLANG_CMD_ENV = "SERVETUNE_SGLANG_CMD"
 RUNS_DIR_ENV = "SERVETUNE_RUNS_DIR"
 DEFAULT_SGLANG_MODULE = "sglang.launch_server"
+WATCHED_FIELDS = (
+    "max_running_requests", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs_decode",
+    "schedule_policy", "prefill_decode_interval", "radix_eviction_policy", "mm_feature_transport",
+    "mm_preprocess_cache_size_mb", "attention_backend", "decode_attention_backend", "page_size", "max_total_tokens",
+)
+"""Tuning-relevant fields recorded as `resolved` in the diff when servetune left them to the server."""
 
 _HELP = {
     "oom": "the GPU ran out of memory: lower --mem-fraction-static, max_running_requests or the CUDA-graph "
@@ -185,8 +191,41 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+def _listener_inodes(port: int) -> set[str] | None:
+    """Socket inodes listening on `port` from /proc/net/tcp{,6}; None where /proc does not tell."""
+    inodes: set[str] = set()
+    found_table = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        found_table = True
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(cols[9])
+    return inodes if found_table else None
+
+
+def _pids_holding(pids: Sequence[int], inodes: set[str]) -> bool:
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 def _listener_pids(port: int) -> set[int] | None:
-    """Pids listening on `port`, or None when the system does not tell us."""
+    """Pids listening on `port` (a full scan: only used to name a foreign listener), or None."""
     import psutil
 
     try:
@@ -332,8 +371,9 @@ class ServerHandle:
 
     def wait_ready(self, timeout_s: float) -> None:
         """Poll the health endpoint until 200; fail fast if the process exits; time out with the log tail."""
-        deadline = time.monotonic() + timeout_s
-        delay = 0.02
+        started = time.monotonic()
+        deadline = started + timeout_s
+        delay = 0.01
         while True:
             code = self.proc.poll()
             if code is not None:
@@ -351,16 +391,17 @@ class ServerHandle:
             if got is not None and got[0] == 200:
                 return
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 1.5, 0.5)
+            delay = min(delay * 1.5, 0.05 if time.monotonic() - started < 30 else 0.5)
 
     def verify_identity(self, requested: Mapping[str, Any]) -> None:
         """Check that the server answering on our port is the process group we started."""
         problems: list[str] = []
         if self.proc.poll() is not None:
             problems.append(f"our process has exited ({describe_exit(self.proc.poll())}) yet the port answers")
-        listeners = _listener_pids(self.port)
-        if listeners is not None and not any(self._ours(pid) for pid in listeners):
-            problems.append(f"port {self.port} is held by pid(s) {sorted(listeners)}, outside our process group {self.pgid}")
+        inodes = _listener_inodes(self.port)
+        if inodes and not _pids_holding([self.pid, *(c.pid for c in self._descendants())], inodes):
+            others = sorted(_listener_pids(self.port) or []) or "unknown"
+            problems.append(f"port {self.port} is held by pid(s) {others}, outside our process group {self.pgid}")
         info = self.server_info
         pid = info.get("pid")
         if isinstance(pid, int) and not self._ours(pid):
@@ -386,10 +427,15 @@ class ServerHandle:
             return False
 
     def read_server_info(self, requested: Mapping[str, Any]) -> ServerInfoDiff:
-        """Read `/server_info` (or the deprecated `/get_server_info`), diff and record it."""
+        """Read `/server_info` (or the deprecated `/get_server_info`), diff and record it.
+
+        The diff holds every requested field, plus the `WATCHED_FIELDS` left to the server
+        (status `resolved`), so a run records what SGLang chose for what servetune did not set.
+        """
         info = self.get_json("/server_info") or self.get_json("/get_server_info") or {}
         self.server_info = info
-        self.diff = diff_server_info(requested, info)
+        watched = {name: None for name in WATCHED_FIELDS if name in info and name not in requested}
+        self.diff = diff_server_info({**requested, **watched}, info)
         write_json(self.run_dir, "server_info.json", info)
         write_server_info_diff(self.run_dir, self.diff)
         return self.diff

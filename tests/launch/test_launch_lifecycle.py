@@ -25,6 +25,7 @@ def test_launch_waits_for_readiness_and_records_the_server_info_diff(make_option
         assert (diff["cuda_graph_max_bs_decode"].status, diff["cuda_graph_max_bs_decode"].effective) == ("changed", 16)
         assert (diff["mm_feature_transport"].status, diff["mm_feature_transport"].effective) == ("resolved", "cpu")
         assert diff["max_running_requests"].status == "same"
+        assert (diff["chunked_prefill_size"].status, diff["chunked_prefill_size"].effective) == ("resolved", 8192)
         assert [f.field for f in server.diff.changed] == ["cuda_graph_max_bs_decode"]
         recorded = json.loads((server.run_dir / "server_info_diff.json").read_text())
         assert {f["field"]: f["status"] for f in recorded["fields"]}["cuda_graph_max_bs_decode"] == "changed"

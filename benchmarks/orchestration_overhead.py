@@ -1,0 +1,80 @@
+"""Orchestration overhead per managed run, against the stand-in server (prints figures; not a test).
+
+    python benchmarks/orchestration_overhead.py [--runs 10] [--start-delay 0.5] [--workload text-chat]
+        [--requests 64] [--warmup N]
+
+overhead = wall time of `managed_run` - the stand-in's own start-up delay - the benchmark's measured
+duration (`Metrics.duration_s`). It is what servetune adds around the traffic: spawning the
+process, polling readiness, reading /server_info and checking identity, preparing the client
+and its warmup requests, stopping the process group and writing the run directory.
+Goal: under 1 s per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--start-delay", type=float, default=0.5, help="stand-in start-up delay (subtracted)")
+    parser.add_argument("--workload", default="text-chat")
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--warmup", type=int, default=None, help="override the workload's warmup requests")
+    args = parser.parse_args()
+
+    from servetune.bench import load_workload
+    from servetune.launch import LaunchOptions, managed_run
+
+    workload = load_workload(args.workload)
+    if args.warmup is not None:
+        workload = workload.model_copy(update={"warmup_requests": args.warmup})
+    cmd = [sys.executable, "-m", "servetune.standin"]
+    argv = ["--model-path", "standin/model", "--cuda-graph-max-bs-decode", "64"]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="servetune-overhead-") as tmp:
+        for i in range(args.runs):
+            opts = LaunchOptions(sglang_cmd=cmd, run_dir=Path(tmp) / f"run{i}", stop_grace_s=5, wait_gpu_release=True,
+                                 extra_env={"SERVETUNE_STANDIN_START_DELAY_S": str(args.start_delay)})
+            t0 = time.perf_counter()
+            result = managed_run(argv, {}, {"model_path": "standin/model"}, workload, opts, requests=args.requests,
+                                 client="builtin")
+            wall = time.perf_counter() - t0
+            if not result.ok:
+                print(f"run {i} failed: {result.failure}: {result.message}", file=sys.stderr)
+                return 1
+            measured = result.metrics.duration_s
+            t = result.timings
+            rows.append({
+                "wall": wall, "measured": measured, "overhead": wall - args.start_delay - measured,
+                "startup": t.startup_s - args.start_delay, "bench_extra": t.bench_s - measured, "stop": t.stop_s,
+                "rest": wall - t.startup_s - t.bench_s - t.stop_s,
+            })
+
+    def summary(key: str) -> str:
+        values = [r[key] for r in rows]
+        return f"median {statistics.median(values):.3f} s  max {max(values):.3f} s"
+
+    print(f"{args.runs} managed runs of '{workload.name}' ({args.requests} requests, warmup {workload.warmup_requests}, "
+          f"concurrency {workload.max_concurrency}) against the stand-in (start-up delay {args.start_delay} s)")
+    print(f"  wall per run                      {summary('wall')}")
+    print(f"  measured benchmark (duration_s)   {summary('measured')}")
+    print(f"  orchestration overhead            {summary('overhead')}   (goal < 1 s)")
+    print("  of which:")
+    print(f"    start-up beyond the delay       {summary('startup')}   (spawn, import, readiness poll, /server_info, identity)")
+    print(f"    bench call beyond measured      {summary('bench_extra')}   (client preparation, warmup, drain)")
+    print(f"    stop                            {summary('stop')}   (SIGTERM, group gone, port released)")
+    print(f"    run directory and bookkeeping   {summary('rest')}")
+    worst = max(r["overhead"] for r in rows)
+    print("PASS" if statistics.median(r["overhead"] for r in rows) < 1.0 else "FAIL", f"(worst run {worst:.3f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
