@@ -107,7 +107,11 @@ def report(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     preset_out: Annotated[Optional[Path], typer.Option("--out", help="Also write the best config as a preset YAML.")] = None,
 ) -> None:
-    """Trials table, best vs baseline, and plots (history, Pareto front, parameter importances)."""
+    """Trials table, best vs baseline, and plots (history, Pareto front, parameter importances).
+
+    The same storage opens in optuna-dashboard: `optuna-dashboard sqlite:///runs/tune/<study>/study.db`
+    (pip install 'servetune[dashboard]').
+    """
     from servetune.tuner.report import load_study_result, print_report, write_plots
 
     study_obj, result = load_study_result(storage, study)
@@ -173,6 +177,8 @@ class _Progress:
             elif data["state"] == "COMPLETE":
                 vals = ", ".join(f"{v:.4g}" for v in data.get("values") or [])
                 line = f"[green]ok[/] {vals}" + ("" if data.get("feasible") else " [yellow](violates SLO)[/]")
+                if data.get("duplicate_of") is not None:
+                    line += f" (same config as trial {data['duplicate_of']}, not relaunched)"
             else:
                 line = f"[yellow]{data['state'].lower()}[/]"
             p.console.print(f"trial {data['number']:>3} {data.get('source', '')[:8]:<8} {line}")

@@ -65,6 +65,7 @@ class TuneOptions:
     finalists: int = 1
     startup_timeout_s: float | None = None
     n_startup_trials: int = 5
+    enqueue_baselines: bool = True
 
 
 @dataclass
@@ -200,7 +201,8 @@ class Tuner:
         if created:
             for key, value in self._meta().items():
                 self.study.set_user_attr(key, value)
-            self._enqueue_baselines()
+            if o.enqueue_baselines:
+                self._enqueue_baselines()
         lost = _storage.fail_lost_trials(self.study)
         if lost:
             self.on_event("lost", {"trials": lost})
@@ -264,9 +266,16 @@ class Tuner:
 
         if not self.o.prune or len(self.objectives) > 1:
             return optuna.pruners.NopPruner()
-        # steps are completed requests; the first third of a run is ramp-up and says little
+        # steps are completed requests; before a quarter of the run (at least two waves of the
+        # workload's concurrency) partial throughput is mostly ramp-up
+        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=self._warmup_steps)
+
+    @property
+    def _warmup_steps(self) -> int:
+        # steps are completed requests; before a quarter of the run (at least two waves of the
+        # workload's concurrency) partial throughput is mostly ramp-up
         requests = self.o.requests or self.workload.requests
-        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=max(1, requests // 3))
+        return min(max(requests // 4, 2 * (self.workload.max_concurrency or 0)), requests // 2)
 
     def _meta(self) -> dict[str, Any]:
         facts = getattr(self.rules_res, "facts", None)
@@ -417,17 +426,26 @@ class Tuner:
         if prior is not None:
             return self._reuse(trial, prior)
 
+        # The pruner is asked at a few checkpoints only: each ask reads the study, and on a small
+        # box that work would slow the benchmark client it shares the CPU with.
+        every = max(1, (self.o.requests or self.workload.requests) // 8)
+        next_check = [self._warmup_steps]
+
         def should_stop(step: int, partial: Any) -> bool:
             if self._stop.is_set():
                 return True
-            if not self._prunable:
+            if not self._prunable or step < next_check[0]:
                 return False
+            # report on a fixed grid of steps, so the pruner compares trials at equal progress
+            checkpoint = next_check[0]
+            while next_check[0] <= step:
+                next_check[0] += every
             from servetune.tuner.objectives import flatten_metrics
 
             value = self.objectives[0].value(flatten_metrics(partial))
             if value is None:
                 return False
-            trial.report(value, step)
+            trial.report(value, checkpoint)
             return trial.should_prune()
 
         m = measure(
@@ -518,6 +536,7 @@ class Tuner:
         best = self._best_so_far()
         self.on_event("trial", {"number": number, "state": s.state, "values": s.values, "failure": s.failure,
                                 "feasible": s.feasible, "params": s.params, "source": s.source,
+                                "duplicate_of": t.user_attrs.get("duplicate_of"),
                                 "best": None if best is None else {"number": best.number, "values": best.values},
                                 "done": self._budget_used(running=False), "total": self.o.trials})
 
