@@ -103,12 +103,13 @@ class _Config:
 
 _ROOT = __name__
 _FINDER = _StubFinder()
-sys.meta_path.insert(0, _FINDER)
 
-_root = _StubModule(_ROOT)
-_root.__file__ = __file__
-if _ROOT == "triton":
-    _root.Config = _Config
-    _root.cdiv = lambda a, b: -(a // -b)
-    _root.next_power_of_2 = lambda n: 1 << (n - 1).bit_length() if n > 0 else 1
-sys.modules[_ROOT] = _root
+if "." not in _ROOT:  # installed as a top-level package; imported as servetune's module it does nothing
+    sys.meta_path.insert(0, _FINDER)
+    _root = _StubModule(_ROOT)
+    _root.__file__ = __file__
+    if _ROOT == "triton":
+        _root.Config = _Config
+        _root.cdiv = lambda a, b: -(a // -b)
+        _root.next_power_of_2 = lambda n: 1 << (n - 1).bit_length() if n > 0 else 1
+    sys.modules[_ROOT] = _root
