@@ -8,6 +8,11 @@ import traceback
 import click
 import typer
 
+try:  # typer >= 0.20 vendors click; its exceptions are not click's
+    from typer._click import exceptions as _tclick
+except ImportError:  # pragma: no cover - older typer uses click itself
+    _tclick = click.exceptions
+
 from servetune.errors import ServetuneError
 
 
@@ -18,12 +23,12 @@ def run_app(app: typer.Typer, argv: list[str]) -> int:
     except ServetuneError as exc:
         print(exc.render(), file=sys.stderr)
         return 1
-    except click.exceptions.Exit as exc:
+    except (click.exceptions.Exit, getattr(_tclick, "Exit", click.exceptions.Exit)) as exc:
         return exc.exit_code
-    except click.ClickException as exc:
+    except (click.ClickException, _tclick.ClickException) as exc:
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, getattr(_tclick, "Abort", click.exceptions.Abort)):
         print("aborted", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
