@@ -40,7 +40,7 @@ step_tune() {
   timeout -s INT -k 40 $lim $ST tune --model "$M3" --hardware "$HW" --sglang-version 0.5.17 --workload single-image-stream \
     "${PINS[@]}" --space scripts/device/space-0.5.17.yaml --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \
     --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream --run-dir $T \
-    --startup-timeout 300 --out $T/best.yaml --json > $T/tune-${TUNE_TAG:-a}.json 2> $T/tune-${TUNE_TAG:-a}.err
+    --startup-timeout 300 --seed ${TUNE_SEED:-0} --out $T/best.yaml --json > $T/tune-${TUNE_TAG:-a}.json 2> $T/tune-${TUNE_TAG:-a}.err
   stamp "tune rc=$?"; cat $T/tune-${TUNE_TAG:-a}.err | tail -30
   $ST tune report --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream > $T/report-${TUNE_TAG:-a}.txt 2>&1 || true
   tar cf - -C /tmp/sgl tune | xz -6 -T0 > "$OUT/tune.tar.xz"
@@ -62,7 +62,7 @@ step_launch8b() {
   done
   if curl -sf -m 20 http://127.0.0.1:30000/health_generate >/dev/null 2>&1; then
     curl -s -m 20 http://127.0.0.1:30000/server_info > $L/server_info.json
-    local n=384; [ "$(left)" -lt 260 ] && n=192
+    local n=${XCHECK_N:-384}; [ "$(left)" -lt 260 ] && n=192
     if [ "$(left)" -gt 150 ]; then
       stamp "servetune bench --cross-check on the 8B (-n $n)"
       timeout $(( $(left) - 40 )) $ST bench --url http://127.0.0.1:30000 -w single-image-stream -n $n --cross-check --json \
