@@ -7,6 +7,8 @@ Shape of a run (the same as SGLang's `bench_serving`):
    queue; the measured clock starts only when the queue is full, so building never stalls
    traffic. Every image is distinct (see `servetune.bench.images`).
 3. `warmup_requests` requests (max 32 output tokens, distinct images), not measured.
+   Before that, two one-token text requests measure the server tokenizer's tokens per
+   prompt word, so that prompts carry `input_tokens` text tokens as SGLang's client sends.
 4. The measured requests: Poisson arrivals at `request_rate` (or all at once), at most
    `max_concurrency` in flight, HTTP/1.1 keep-alive connections. Each request streams
    (`stream_options.include_usage`), with `temperature: 0` and `ignore_eos: true`.
@@ -43,10 +45,11 @@ _PLACEHOLDER = "@@servetune-image-{}@@"
 class _Bodies:
     """Builds request bodies (JSON bytes); thread-safe, images cached only for a pool."""
 
-    def __init__(self, workload: Workload, model: str, measured: int, warmup: int, nonce: bytes | None) -> None:
+    def __init__(self, workload: Workload, model: str, measured: int, warmup: int, nonce: bytes | None,
+                 tokens_per_word: float = 1.0) -> None:
         from servetune.bench.images import ImageFactory
 
-        self.workload, self.model = workload, model
+        self.workload, self.model, self.tokens_per_word = workload, model, tokens_per_word
         rng = random.Random(workload.seed)
         total = measured + warmup
         self.input_lens = sample_lengths(workload.input_tokens, workload.range_ratio, total, rng)
@@ -77,7 +80,7 @@ class _Bodies:
     def build(self, index: int, warmup: bool) -> tuple[bytes, int, int, int]:
         """(body, images, expected output tokens, estimated prompt tokens) of request `index`."""
         started = time.perf_counter()
-        text = make_prompt(self.workload.seed, index, self.input_lens[index])
+        text = make_prompt(self.workload.seed, index, max(1, round(self.input_lens[index] / self.tokens_per_word)))
         max_tokens = min(self.output_lens[index], WARMUP_OUTPUT_TOKENS) if warmup else self.output_lens[index]
         count = self.images.per_request if self.images is not None else 0
         if count:
@@ -140,6 +143,25 @@ async def probe_server(client, url: str) -> list[str]:
         return [entry["id"] for entry in response.json().get("data", [])]
     except (ValueError, KeyError, TypeError, AttributeError):
         return []
+
+
+async def calibrate_tokens_per_word(client, model: str, seed: int) -> float | None:
+    """Tokens per prompt word on this server's tokenizer, from two one-token text requests.
+
+    The difference of `usage.prompt_tokens` between a 16-word and an 80-word prompt cancels
+    the chat template; None when the server reports no usage.
+    """
+    counts = []
+    for words in (16, 80):
+        payload = {"model": model, "messages": [{"role": "user", "content": make_prompt(seed, -words, words)}],
+                   "max_tokens": 1, "temperature": 0.0, "stream": False}
+        try:
+            response = await client.post("/v1/chat/completions", json=payload, timeout=60.0)
+            counts.append(int(response.json()["usage"]["prompt_tokens"]))
+        except Exception:  # noqa: BLE001 - any failure only means: no calibration
+            return None
+    ratio = (counts[1] - counts[0]) / 64
+    return ratio if 0.25 <= ratio <= 8 else None
 
 
 async def _send(client, body: bytes, record: RequestRecord, expected_output: int, timeout: float, clock0: float) -> None:
@@ -225,7 +247,8 @@ async def run_builtin_async(
         models = await probe_server(client, base)
         model = model or (models[0] if models else "default")
         warmup = workload.warmup_requests
-        bodies = _Bodies(workload, model, requests, warmup, nonce)
+        ratio = await calibrate_tokens_per_word(client, model, workload.seed)
+        bodies = _Bodies(workload, model, requests, warmup, nonce, ratio or 1.0)
         loop = asyncio.get_running_loop()
         executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="servetune-bodies")
         prefetch = min(requests, max(2 * (concurrency or 64), 32))
@@ -241,7 +264,7 @@ async def run_builtin_async(
             producer = asyncio.create_task(produce())
             while not queue.full() and not producer.done():
                 await asyncio.sleep(0.005)
-            metrics = await _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop)
+            metrics = await _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio)
             producer.cancel()
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
@@ -265,7 +288,7 @@ async def _warmup(client, bodies: _Bodies, count: int, concurrency, timeout: flo
                          help="check the model id (--model) and that the server accepts this workload (images need a VLM)")
 
 
-async def _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop) -> Metrics:
+async def _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio) -> Metrics:
     rng = random.Random(workload.seed + 1)
     semaphore = asyncio.Semaphore(workload.max_concurrency) if workload.max_concurrency else None
     records: list[RequestRecord] = []
@@ -278,7 +301,8 @@ async def _measure(client, queue, requests, workload, bodies, model, base, on_pr
     def info(stopped: bool) -> dict[str, Any]:
         return dict(client="builtin", workload=workload.name, url=base, model=model,
                     max_concurrency=workload.max_concurrency, request_rate=workload.request_rate,
-                    warmup_requests=workload.warmup_requests, stopped_early=stopped, client_prep_s=round(bodies.prep_s, 4))
+                    warmup_requests=workload.warmup_requests, stopped_early=stopped, client_prep_s=round(bodies.prep_s, 4),
+                    text_tokens_per_word=ratio)
 
     def partial(stopped: bool = False, end: float | None = None) -> Metrics:
         duration = (end if end is not None else time.perf_counter()) - clock0

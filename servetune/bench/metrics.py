@@ -158,6 +158,9 @@ class Metrics(BaseModel):
     """Client's own preparation time, in seconds: for `builtin`, building request bodies (images
     included) in worker threads, ahead of the send loop; for `sglang`, the client's wall time
     outside the measured window (dataset and images, processor, warmup)."""
+    text_tokens_per_word: float | None = None
+    """Builtin client: the server tokenizer's tokens per prompt word, measured before the run
+    to size prompts (None: not measured, one token per word assumed)."""
     images_sent: int = 0
     """Images sent in measured requests."""
     errors: list[str] = Field(default_factory=list)

@@ -1,11 +1,12 @@
 """Deterministic text prompts and request lengths for the builtin client.
 
-No tokenizer is needed on the client host. A prompt of N tokens is N words drawn (from the
-workload seed and the request index) from a list of short, common English words; with a
-leading space each is a single token in the Llama-3, Qwen2/3 and Mistral tokenizers, so the
-text is about N tokens, plus the chat template's own few. The exact count is not guessed:
-the server reports it (`usage.prompt_tokens`, image tokens included) and that is what the
-metrics use.
+No tokenizer is needed on the client host. A prompt is words drawn (from the workload seed
+and the request index) from a list of short, common English words; with a leading space
+each is one token in the Llama-3, Qwen2/3 and Mistral tokenizers. Before a run the client
+measures the server tokenizer's tokens per word (two one-token requests, the difference of
+their `usage.prompt_tokens`) and sizes prompts by it, so a prompt carries about the
+requested number of text tokens on any tokenizer. The metrics use the server's own count
+(`usage.prompt_tokens`, chat template and image tokens included).
 """
 
 from __future__ import annotations

@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from servetune.schema.space import Distribution
+from servetune.schema.space import ChoiceDistribution, FloatDistribution, IntDistribution
+
+_KINDS = {"int": IntDistribution, "float": FloatDistribution, "choice": ChoiceDistribution}
+
+
+def _distribution_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return next((cls.__name__ for key, cls in _KINDS.items() if key in value), None)
+    return type(value).__name__ if isinstance(value, tuple(_KINDS.values())) else None
+
+
+TunedDistribution = Annotated[
+    Union[
+        Annotated[IntDistribution, Tag("IntDistribution")],
+        Annotated[FloatDistribution, Tag("FloatDistribution")],
+        Annotated[ChoiceDistribution, Tag("ChoiceDistribution")],
+    ],
+    Discriminator(
+        _distribution_kind,
+        custom_error_type="distribution_kind",
+        custom_error_message="a distribution needs one key of `int`, `float` or `choice`",
+    ),
+]
+"""A search-space distribution, told apart by its key, so errors name only the branch meant."""
 
 
 class ImageSpec(BaseModel):
@@ -71,7 +94,7 @@ class Workload(BaseModel):
     """Fraction of completions left out at each end of the steady-state window (ramp-up, drain)."""
     request_timeout_s: float = Field(default=600.0, gt=0)
     """A request that takes longer counts as failed."""
-    tune: dict[str, Distribution] = Field(default_factory=dict)
+    tune: dict[str, TunedDistribution] = Field(default_factory=dict)
     """Default search space for `servetune tune` with this workload."""
 
     @model_validator(mode="after")

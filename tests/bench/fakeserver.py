@@ -25,7 +25,9 @@ class FakeServer:
     fail_every: int = 0
     """Every n-th chat request answers HTTP 500 (0 = never)."""
     prompt_tokens: int = 77
-    """The `usage.prompt_tokens` reported."""
+    """The `usage.prompt_tokens` reported (when `tokens_per_word` is 0)."""
+    tokens_per_word: float = 0.0
+    """If set: `usage.prompt_tokens` = 10 (template) + words of the text * this."""
     image_hashes: list[str] = field(default_factory=list)
     chat_requests: int = 0
     max_in_flight: int = 0
@@ -50,15 +52,23 @@ class FakeServer:
 
     def _serve(self) -> None:
         self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(self._main())
+        try:
+            self._loop.run_until_complete(self._main())
+        finally:
+            self._loop.close()
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
         server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
-        async with server:
-            await self._stop.wait()
+        await self._stop.wait()
+        server.close()
+        handlers = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -84,12 +94,23 @@ class FakeServer:
         data = json.dumps(payload).encode()
         writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
 
+    def _prompt_tokens(self, request) -> int:
+        if not self.tokens_per_word:
+            return self.prompt_tokens
+        content = request["messages"][0]["content"]
+        text = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+        return 10 + round(len(text.split()) * self.tokens_per_word)
+
     async def _chat(self, writer, body: bytes) -> None:
+        request = json.loads(_DATA_URL.sub(b"data:image/x;base64,", body))
+        if not request.get("stream"):
+            self._json(writer, 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}}],
+                                     "usage": {"prompt_tokens": self._prompt_tokens(request), "completion_tokens": 1}})
+            return
         self.chat_requests += 1
         number = self.chat_requests
         for match in _DATA_URL.finditer(body):
             self.image_hashes.append(hashlib.sha256(match.group(1)).hexdigest())
-        request = json.loads(_DATA_URL.sub(b"data:image/x;base64,", body))
         if self.fail_every and number % self.fail_every == 0:
             self._json(writer, 500, {"error": {"message": "injected failure"}})
             return
@@ -104,7 +125,7 @@ class FakeServer:
                     await asyncio.sleep(self.itl_s)
                 self._event(writer, {"choices": [{"index": 0, "delta": {"content": f" t{index}"}}]})
                 await writer.drain()
-            self._event(writer, {"choices": [], "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": tokens}})
+            self._event(writer, {"choices": [], "usage": {"prompt_tokens": self._prompt_tokens(request), "completion_tokens": tokens}})
             writer.write(self._chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         finally:
             self._in_flight -= 1

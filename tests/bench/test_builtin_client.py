@@ -45,6 +45,14 @@ def test_counts_come_from_the_servers_usage():
     assert m.request_throughput == pytest.approx(10 / m.duration_s)
 
 
+def test_prompts_are_sized_by_the_servers_tokens_per_word():
+    """With 1.5 tokens per word, a 16-token prompt is ~11 words: the server counts ~16 text tokens."""
+    with FakeServer(ttft_s=0.0, itl_s=0.0, tokens_per_word=1.5) as server:
+        m = run_benchmark(server.url, TEXT, requests=10)
+    assert m.text_tokens_per_word == pytest.approx(1.5, abs=0.02)
+    assert abs(m.total_input_tokens / 10 - (10 + 16)) <= 1
+
+
 def test_concurrency_never_exceeds_the_workload_limit():
     with FakeServer(ttft_s=0.02, itl_s=0.002) as server:
         run_benchmark(server.url, TEXT)

@@ -51,6 +51,8 @@ BAD = [
     ("kind: multimodal\nimages:\n  resolution: 720\n", "Input should be a valid string, but got 720", 5, 3, "images.resolution"),
     ("kind: multimodal\nimages:\n  resolution: 720q\n", "String should match pattern '^(4k|1080p|720p|360p|[1-9][0-9]*x[1-9][0-9]*)$', but got '720q'", 5, 3, "images.resolution"),
     ("tune:\n  max_running_requests: {int: [64, 8]}\n", "`low <= high` must hold, but got (low=64, high=8)", 4, 3, "tune.max_running_requests"),
+    ("tune:\n  a: {in: [1, 2]}\n", "a distribution needs one key of `int`, `float` or `choice`", 4, 3, "tune.a"),
+    ("tune:\n  a: {int: [1, 2], lg: true}\n", "unknown key 'lg' in workload", 4, 20, "tune.a.lg"),
     ("max_concurrency: 0\n", "Input should be greater than or equal to 1, but got 0", 3, 1, "max_concurrency"),
 ]
 
