@@ -109,3 +109,17 @@ def test_the_report_reads_the_study_back(study_run, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "tuned/baseline" in out.stdout and "oom" in out.stdout
     assert (tmp_path / "summary.json").exists() and (tmp_path / "history.html").exists()
+
+
+def test_pareto_objectives_report_a_front_and_gpu_sets(tune_env, workload_file, space_file, tmp_path):
+    argv = tune_argv(workload_file, space_file, tmp_path / "run", "--objective", "throughput,p99_ttft", "--confirm", "0",
+                     "--json", "--gpus", "0,1", trials=5)
+    code, data, stderr = run_tune(argv, tune_env)
+    assert code == 0, stderr
+    assert [o["direction"] for o in data["objectives"]] == ["maximize", "minimize"]
+    assert data["pareto_front"] and data["best"]["number"] in data["pareto_front"]
+    storage = f"sqlite:///{tmp_path / 'run' / 'study.db'}"
+    slots = {t.user_attrs["worker"]["slot"] for t in load_trials(storage)}
+    assert slots <= {0, 1}
+    envs = [(Path(t.user_attrs["run_dir"]) / "env.json") for t in load_trials(storage) if t.state.name == "COMPLETE"]
+    assert any('"CUDA_VISIBLE_DEVICES"' in p.read_text() for p in envs if p.exists())
