@@ -7,7 +7,7 @@
 #   scripts/postgres.sh stop    # fast shutdown (the data dir stays under .cache/postgres)
 #   scripts/postgres.sh wipe    # stop and delete the data dir
 #
-# Data lives in .cache/postgres; trust auth on loopback only. As root, the server runs as the
+# Data lives in /tmp/servetune-postgres-<checkout hash> ($SERVETUNE_PG_DIR to change); trust auth on loopback only. As root, the server runs as the
 # `postgres` system user (PostgreSQL refuses to run as root). Binaries: $PG_BIN, else
 # /usr/lib/postgresql/15/bin, else whatever initdb is on PATH; when none is found and we may
 # use apt-get, the `postgresql` package is installed.
@@ -15,7 +15,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BASE="${SERVETUNE_PG_DIR:-$ROOT/.cache/postgres}"
+# Under /tmp, not the checkout: as root the server runs as `postgres`, which cannot enter a
+# checkout below a private home directory (e.g. /root, mode 700).
+BASE="${SERVETUNE_PG_DIR:-${TMPDIR:-/tmp}/servetune-postgres-$(printf %s "$ROOT" | cksum | cut -d' ' -f1)}"
 DATA="$BASE/data"
 PORT_FILE="$BASE/port"
 LOG="$BASE/server.log"
