@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from servetune.schema.rule import parse_set_value
+from servetune.schema.rule import parse_set_mapping
 from servetune.schema.space import Distribution
 
 
@@ -58,8 +58,4 @@ class Preset(BaseModel):
     @field_validator("set", mode="before")
     @classmethod
     def _parse_set(cls, value: Any) -> Any:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ValueError(f"'set' must be a mapping, but got {value!r}")
-        return {str(k): parse_set_value(v) for k, v in value.items()}
+        return parse_set_mapping(value)

@@ -232,6 +232,15 @@ def parse_set_value(raw: Any) -> Any:
     return raw
 
 
+def parse_set_mapping(value: Any) -> dict[str, Any]:
+    """Normalise a whole `set:` block (rules and presets share the shape)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"'set' must be a mapping of SGLang fields / SGLANG_* env vars to values, but got {value!r}")
+    return {str(k): parse_set_value(v) for k, v in value.items()}
+
+
 class Rule(BaseModel):
     """One rule: when the facts and resolved fields match `when`, apply `set`."""
 
@@ -271,11 +280,7 @@ class Rule(BaseModel):
     @field_validator("set", mode="before")
     @classmethod
     def _parse_set(cls, value: Any) -> Any:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ValueError(f"'set' must be a mapping of SGLang fields / SGLANG_* env vars to values, but got {value!r}")
-        return {str(k): parse_set_value(v) for k, v in value.items()}
+        return parse_set_mapping(value)
 
     @field_validator("sglang")
     @classmethod
