@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 import traceback
 
-import click
 import typer
 
-try:  # typer >= 0.20 vendors click; its exceptions are not click's
-    from typer._click import exceptions as _tclick
-except ImportError:  # pragma: no cover - older typer uses click itself
-    _tclick = click.exceptions
+try:  # recent typer vendors click (and does not install it); its usage errors are its own
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer runs on click itself
+    from click import ClickException
 
 from servetune.errors import ServetuneError
 
@@ -23,12 +22,12 @@ def run_app(app: typer.Typer, argv: list[str]) -> int:
     except ServetuneError as exc:
         print(exc.render(), file=sys.stderr)
         return 1
-    except (click.exceptions.Exit, getattr(_tclick, "Exit", click.exceptions.Exit)) as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except (click.ClickException, _tclick.ClickException) as exc:
+    except ClickException as exc:
         exc.show()
         return exc.exit_code
-    except (click.exceptions.Abort, getattr(_tclick, "Abort", click.exceptions.Abort)):
+    except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
     except KeyboardInterrupt:

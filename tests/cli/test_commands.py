@@ -151,3 +151,10 @@ def test_generated_docs_are_current():
     spec.loader.exec_module(gen)
     stale = [str(p) for p, text in gen.outputs().items() if not p.exists() or p.read_text() != text]
     assert not stale, f"run python scripts/gen_docs.py: {stale}"
+
+
+def test_usage_errors_exit_2_and_user_errors_exit_1(capsys):
+    """Exit codes: 2 for usage (unknown option, missing option), 1 for a user error."""
+    assert _run(capsys, "resolve")[0] == 2
+    assert _run(capsys, "catalog", "list", "--bogus")[0] == 2
+    assert _run(capsys, "resolve", "--model", "nope-model", "--gpu", "h200")[0] == 1
