@@ -9,6 +9,21 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from servetune.cli._options import (
+    EnvOpt,
+    GpuOpt,
+    HardwareOpt,
+    NnodesOpt,
+    NoRulesOpt,
+    PresetOpt,
+    ResolveOpts,
+    RulesOpt,
+    SetOpt,
+    TpOpt,
+    VersionOpt,
+    resolve_from_opts,
+)
+
 if TYPE_CHECKING:
     from servetune.bench.metrics import Metrics
 
@@ -25,12 +40,16 @@ def bench_command(
     requests: Annotated[Optional[int], typer.Option("--requests", "-n", min=1, help="Measured requests (overrides the workload's count; runs of different length are not comparable).", rich_help_panel=_WORKLOAD)] = None,
     client: Annotated[str, typer.Option("--client", help="auto, builtin (no SGLang needed) or sglang (SGLang's bench_serving).", rich_help_panel=_WORKLOAD)] = "auto",
     cross_check: Annotated[bool, typer.Option("--cross-check", help="Run SGLang's client and the builtin one on the same server and print the relative difference per metric.", rich_help_panel=_WORKLOAD)] = False,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Named GPU profile for resolving the launch, e.g. h200 or h100-sxm:8.", rich_help_panel=_MANAGED)] = None,
-    hardware: Annotated[Optional[Path], typer.Option("--hardware", help="A saved hardware profile (YAML) for resolving the launch.", rich_help_panel=_MANAGED)] = None,
-    sglang_version: Annotated[Optional[str], typer.Option("--sglang-version", help="Target SGLang version of the launch.", rich_help_panel=_MANAGED)] = None,
-    preset: Annotated[Optional[str], typer.Option("--preset", help="A preset name or file applied to the launch.", rich_help_panel=_MANAGED)] = None,
-    sets: Annotated[Optional[list[str]], typer.Option("--set", help="Pin a field: FIELD=VALUE (repeatable).", rich_help_panel=_MANAGED)] = None,
-    envs: Annotated[Optional[list[str]], typer.Option("--env", help="Pin an env var: NAME=VALUE (repeatable).", rich_help_panel=_MANAGED)] = None,
+    gpu: GpuOpt = None,
+    hardware: HardwareOpt = None,
+    sglang_version: VersionOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    envs: EnvOpt = None,
+    nnodes: NnodesOpt = None,
+    tp: TpOpt = None,
+    rules: RulesOpt = None,
+    no_rules: NoRulesOpt = False,
     sglang_cmd: Annotated[Optional[str], typer.Option("--sglang-cmd", help="Command that starts SGLang (the argv is appended); default $SERVETUNE_SGLANG_CMD or `python -m sglang.launch_server`.", rich_help_panel=_MANAGED)] = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Directory for the run's files (metrics.json, logs).", rich_help_panel=_OUTPUT)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON (request_throughput at the top level).", rich_help_panel=_OUTPUT)] = False,
@@ -55,23 +74,15 @@ def bench_command(
             metrics = run_benchmark(url, spec, requests=requests, run_dir=run_dir, client=client, model=model, on_progress=on_progress)
         _print_metrics(metrics, as_json)
         return
-    _managed(spec, model, requests, client, gpu, hardware, sglang_version, preset, sets or [], envs or [], sglang_cmd, run_dir, as_json)
+    opts = ResolveOpts(model, gpu, hardware, None, sglang_version, preset, sets or [], envs or [], nnodes, tp, rules or [], no_rules)
+    _managed(spec, opts, requests, client, sglang_cmd, run_dir, as_json)
 
 
-def _managed(spec, model, requests, client, gpu, hardware, sglang_version, preset, sets, envs, sglang_cmd, run_dir, as_json) -> None:
-    from servetune import api
-    from servetune.errors import LaunchError, ServetuneError
+def _managed(spec, opts: ResolveOpts, requests, client, sglang_cmd, run_dir, as_json) -> None:
+    from servetune.errors import LaunchError
+    from servetune.launch import LaunchOptions, managed_run
 
-    resolve_launch = getattr(api, "resolve_launch", None)
-    try:
-        from servetune.launch import LaunchOptions, managed_run
-    except ImportError:
-        managed_run = None
-    if resolve_launch is None or managed_run is None:
-        raise ServetuneError("the managed mode (launch, bench, stop) is not available in this build",
-                             help="start the server yourself and pass --url")
-    resolution = resolve_launch(model, gpu=gpu, hardware=hardware, workload=spec, sglang_version=sglang_version,
-                                preset=preset, sets=tuple(sets), envs=tuple(envs))
+    resolution = resolve_from_opts(opts, workload=spec)
     options = LaunchOptions(sglang_cmd=sglang_cmd, run_dir=run_dir)
     with _progress(spec, requests, enabled=not as_json) as on_progress:
         result = managed_run(resolution.argv(), resolution.env(), resolution.requested(), spec, options,

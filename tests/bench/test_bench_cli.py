@@ -12,40 +12,20 @@ from typer.testing import CliRunner
 from servetune.cli import app
 
 
-class _Resolution:
-    """What `resolve_launch` returns, reduced to what the managed run uses."""
-
-    facts = None
-    config = None
-
-    def argv(self):
-        return ["--model-path", "qwen2.5-vl-3b-instruct"]
-
-    def env(self):
-        return {}
-
-    def requested(self):
-        return {}
-
-
-def test_managed_mode_launches_benches_and_stops(monkeypatch, tmp_path: Path):
-    """--model without --url: resolve, launch (the stand-in through --sglang-cmd), bench, stop."""
-    seen = {}
-
-    def resolve_launch(model, **kwargs):
-        seen.update(kwargs, model=model)
-        return _Resolution()
-
-    monkeypatch.setattr("servetune.api.resolve_launch", resolve_launch)
+def test_managed_mode_launches_benches_and_stops(tmp_path: Path):
+    """--model without --url: resolve (the real resolver), launch (the stand-in through --sglang-cmd), bench, stop."""
     result = CliRunner().invoke(app, [
-        "bench", "--model", "qwen2.5-vl-3b-instruct", "--gpu", "h200", "--workload", "text-chat", "-n", "16",
-        "--client", "builtin", "--sglang-cmd", f"{sys.executable} -m servetune.standin", "--run-dir", str(tmp_path), "--json",
+        "bench", "--model", "qwen3-vl-8b-instruct", "--gpu", "h200", "--sglang-version", "0.5.23", "--workload", "text-chat",
+        "-n", "16", "--set", "max_running_requests=512", "--client", "builtin",
+        "--sglang-cmd", f"{sys.executable} -m servetune.standin", "--run-dir", str(tmp_path), "--json",
     ])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["metrics"]["request_throughput"] > 0 and data["metrics"]["completed"] == 16
-    assert seen["gpu"] == "h200" and seen["workload"].name == "text-chat"
     assert (tmp_path / "server.log").is_file() and (tmp_path / "metrics.json").is_file()
+    argv = (tmp_path / "argv.txt").read_text()
+    assert "--cuda-graph-max-bs-decode 512" in argv and "--mm-feature-transport cuda_ipc" in argv
+    assert "--max-running-requests 512" in argv
 
 
 def test_bench_needs_a_url_or_a_model():
