@@ -715,22 +715,10 @@ def _preset_tune(preset: str | None) -> dict[str, Any]:
     """The `tune:` block of a preset (a shipped name or a file), or {}."""
     if not preset:
         return {}
-    try:
-        from servetune.presets import load_preset  # type: ignore[attr-defined]
+    from servetune.presets import load_preset
 
-        p = load_preset(preset)
-        tune = getattr(p, "tune", None) or {}
-        return dict(tune)
-    except ImportError:
-        path = Path(preset)
-        if path.is_file():
-            import yaml
-
-            from servetune.tuner.space import parse_distribution
-
-            data = yaml.safe_load(path.read_text()) or {}
-            return {k: parse_distribution(v, where=f"{path}: tune.{k}") for k, v in (data.get("tune") or {}).items()}
-        return {}
+    loaded, _, _ = load_preset(preset)
+    return dict(loaded.tune)
 
 
 def _jsonable(obj: Any) -> Any:
