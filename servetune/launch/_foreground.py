@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from servetune.launch._rundir import new_run_dir, redact_argv, redact_env, write_facts, write_resolved
 from servetune.launch._server import RUNS_DIR_ENV, LaunchOptions, ServerHandle, start_server
@@ -62,15 +62,8 @@ def shell_line(prefix: Sequence[str], argv: Sequence[str], env: dict[str, str]) 
 
 
 def run_foreground(
+    res: Any,
     *,
-    model: str,
-    gpu: str | None,
-    hardware: Path | None,
-    preset: str | None,
-    workload: str | None,
-    sglang_version: str | None,
-    sets: Sequence[str],
-    envs: Sequence[str],
     host: str,
     port: int,
     sglang_cmd: str | None,
@@ -78,12 +71,9 @@ def run_foreground(
     startup_timeout_s: float,
     stop_grace_s: float,
     follow_log: bool,
-) -> int:
-    """Resolve and serve until Ctrl-C (exit 130) or until the server dies (a `LaunchError`, exit 1)."""
-    from servetune.api import resolve_launch
-
-    res = resolve_launch(model, gpu=gpu, hardware=hardware, workload=workload, sglang_version=sglang_version,
-                         preset=preset, sets=tuple(sets), envs=tuple(envs))
+) -> None:
+    """Serve `res` (a `Resolution`) until Ctrl-C (KeyboardInterrupt, exit 130) or until the server
+    dies (a classified `LaunchError`, exit 1); the server is stopped either way."""
     argv, env, requested = list(res.argv()), dict(res.env()), dict(res.requested())
     run_dir = run_dir or new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), "launch")
     run_dir.mkdir(parents=True, exist_ok=True)

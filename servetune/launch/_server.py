@@ -252,13 +252,28 @@ def _stop_all_live() -> None:
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:
+    if os.getpid() != _HANDLER_OWNER[0]:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise SystemExit(128 + signum)
+
+
+_HANDLER_OWNER = [os.getpid()]
+
+
+def _forget_servers_in_child() -> None:
+    """A forked child (multiprocessing worker) owns none of its parent's servers."""
+    global _HANDLERS_INSTALLED
+    _LIVE.clear()
+    _HANDLERS_INSTALLED = False
 
 
 def install_signal_handlers() -> None:
     """Make SIGTERM/SIGHUP of this process unwind (SystemExit), so servers are stopped on the way out.
 
-    Only replaces default handlers and only from the main thread; Ctrl-C (SIGINT) already
+    Only replaces default handlers and only from the main thread; a forked child (e.g. a
+    multiprocessing worker) that inherits them gets the default action. Ctrl-C (SIGINT) already
     raises KeyboardInterrupt. Together with the `atexit` hook, nothing started is left behind,
     except after SIGKILL of this process (then the server's group outlives it; its pid is in
     the run directory's `server.pid`).
@@ -266,6 +281,7 @@ def install_signal_handlers() -> None:
     global _HANDLERS_INSTALLED
     if _HANDLERS_INSTALLED or threading.current_thread() is not threading.main_thread():
         return
+    _HANDLER_OWNER[0] = os.getpid()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _exit_on_signal)
@@ -273,6 +289,7 @@ def install_signal_handlers() -> None:
 
 
 atexit.register(_stop_all_live)
+os.register_at_fork(after_in_child=_forget_servers_in_child)
 
 
 class ServerHandle:
@@ -484,7 +501,8 @@ class ServerHandle:
             from servetune.launch._gpu import wait_gpu_memory_released
 
             pids = [self.pid, *(c.pid for c in descendants)]
-            wait_gpu_memory_released(pids, baseline_mib=self._gpu_baseline, timeout_s=self.options.gpu_release_timeout_s)
+            wait_gpu_memory_released(pids, _gpu_indices(self.options), baseline_mib=self._gpu_baseline,
+                                     timeout_s=self.options.gpu_release_timeout_s)
         return self.proc.returncode
 
     def _descendants(self) -> list[Any]:
@@ -506,6 +524,20 @@ class ServerHandle:
             self._reservation.release()
         with _LIVE_LOCK:
             _LIVE.discard(self)
+
+
+def _gpu_indices(options: LaunchOptions) -> list[int] | None:
+    """The NVML indices the server may use (its CUDA_VISIBLE_DEVICES), so parallel trials on other
+    GPUs do not hold up this one's release; None (all) when not given as integers."""
+    visible = options.cuda_visible_devices
+    if visible is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible:
+        return None
+    try:
+        return [int(x) for x in visible.split(",") if x.strip()]
+    except ValueError:
+        return None
 
 
 def _reserve(options: LaunchOptions) -> tuple[PortReservation | None, int]:
@@ -582,7 +614,7 @@ def start_server(
     if options.wait_gpu_release:
         from servetune.launch._gpu import gpu_memory_used_mib
 
-        gpu_baseline = gpu_memory_used_mib()
+        gpu_baseline = gpu_memory_used_mib(_gpu_indices(options))
     t0 = time.monotonic()
     try:
         with open(log_path, "ab") as log_fh:

@@ -37,7 +37,7 @@ def test_processes_reserving_at_once_get_distinct_ports():
     with ctx.Manager() as manager:
         barrier = manager.Barrier(4)
         with ctx.Pool(4) as pool:
-            results = pool.map(_reserve_many, [(barrier, 32)] * 4)
+            results = pool.map_async(_reserve_many, [(barrier, 32)] * 4).get(timeout=60)
     ports = [p for r in results for p in r]
     assert len(ports) == len(set(ports)) == 128
 
