@@ -66,3 +66,11 @@ def test_too_much_static_memory_dies_at_start_with_a_cuda_oom():
                          capture_output=True, text=True, timeout=20)
     assert out.returncode == 1 and "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" in out.stderr
 
+
+
+def test_noise_is_seeded():
+    """The same seed gives the same launch-level noise factor; another seed a different one; none by default."""
+    cfg = resolve(build_parser().parse_args(["--model-path", "m"]))
+    factor = lambda **kw: Engine(cfg, Knobs(**kw))._run_factor  # noqa: E731
+    assert factor() == 1.0
+    assert factor(noise=0.1, seed=3) == factor(noise=0.1, seed=3) != factor(noise=0.1, seed=4)
