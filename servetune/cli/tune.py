@@ -12,6 +12,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from servetune.cli._options import EnvOpt, GpuOpt, HardwareOpt, SetOpt, TpOpt, VersionOpt
+
 _SEARCH = "Search"
 _STUDY = "Study and storage"
 _TARGET = "Target"
@@ -33,15 +35,15 @@ def register(app: typer.Typer) -> None:
 
 def tune(
     ctx: typer.Context,
-    model: Annotated[Optional[str], typer.Option("--model", help="Bundled model name, HF id or local model dir.", rich_help_panel=_TARGET)] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Named GPU profile (e.g. h200, h100-sxm:8); default: detect with NVML.", rich_help_panel=_TARGET)] = None,
-    hardware: Annotated[Optional[Path], typer.Option("--hardware", help="A saved hardware profile (servetune hardware --save).", rich_help_panel=_TARGET)] = None,
-    workload: Annotated[str, typer.Option("--workload", help="Workload name or file (its tune: block is the default space).", rich_help_panel=_TARGET)] = "text-chat",
-    sglang_version: Annotated[Optional[str], typer.Option("--sglang-version", help="Target SGLang version (catalog).", rich_help_panel=_TARGET)] = None,
-    preset: Annotated[Optional[str], typer.Option("--preset", help="Preset applied under the trials (its tune: block adds to the space).", rich_help_panel=_TARGET)] = None,
-    sets: Annotated[Optional[list[str]], typer.Option("--set", help="Pin FIELD=VALUE (left out of the search).", rich_help_panel=_TARGET)] = None,
-    envs: Annotated[Optional[list[str]], typer.Option("--env", help="Pin SGLANG_VAR=VALUE (left out of the search).", rich_help_panel=_TARGET)] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size.", rich_help_panel=_TARGET)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Bundled model name, HF id or local model dir.", rich_help_panel=_TARGET)] = None,
+    gpu: GpuOpt = None,
+    hardware: HardwareOpt = None,
+    workload: Annotated[str, typer.Option("--workload", "-w", help="Workload name or file (its tune: block is the default space).", rich_help_panel=_TARGET)] = "text-chat",
+    sglang_version: VersionOpt = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset applied under the trials (its tune: block adds to the space).", rich_help_panel=_TARGET)] = None,
+    sets: SetOpt = None,
+    envs: EnvOpt = None,
+    tp: TpOpt = None,
     trials: Annotated[int, typer.Option("--trials", help="Trials in the study (baselines included; shared by all workers).", rich_help_panel=_SEARCH)] = 20,
     objective: Annotated[str, typer.Option("--objective", help="throughput, token_throughput, or a Pareto pair like throughput,p99_ttft.", rich_help_panel=_SEARCH)] = "throughput",
     slo: Annotated[Optional[list[str]], typer.Option("--slo", help="Constraint METRIC<=N, e.g. p99_ttft_ms<=2000 (repeatable).", rich_help_panel=_SEARCH)] = None,
