@@ -172,6 +172,28 @@ def http_get(host: str, port: int, path: str, *, timeout: float = 5.0, headers: 
         conn.close()
 
 
+def _create_time(pid: int) -> float:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return time.time()
+
+
+def _any_running(procs: Sequence[Any]) -> bool:
+    """Whether any of these psutil processes still runs (zombies do not count)."""
+    import psutil
+
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
 def _group_alive(pgid: int) -> bool:
     """Whether any process of the group is alive (zombies waiting for a reaper do not count)."""
     try:
@@ -318,6 +340,7 @@ class ServerHandle:
         self._stopped = False
         self._started = time.monotonic()
         self._gpu_baseline: dict[int, float] | None = None
+        self._create_time = _create_time(proc.pid)
 
     def __repr__(self) -> str:
         return f"ServerHandle(pid={self.pid}, url={self.url!r}, run_dir={str(self.run_dir)!r})"
@@ -417,12 +440,18 @@ class ServerHandle:
             problems.append(f"our process has exited ({describe_exit(self.proc.poll())}) yet the port answers")
         inodes = _listener_inodes(self.port)
         if inodes and not _pids_holding([self.pid, *(c.pid for c in self._descendants())], inodes):
-            others = sorted(_listener_pids(self.port) or []) or "unknown"
-            problems.append(f"port {self.port} is held by pid(s) {others}, outside our process group {self.pgid}")
+            others = sorted(_listener_pids(self.port) or [])
+            older = [pid for pid in others if self._older_than_ours(pid)]
+            if older:
+                problems.append(f"port {self.port} is held by pid(s) {older}, outside our process group {self.pgid} "
+                                "and started no later than our server")
+            else:
+                log.info("port %d is held by pid(s) %s outside group %d but started after it (a container proxy?); "
+                         "accepted", self.port, others or "unknown", self.pgid)
         info = self.server_info
         pid = info.get("pid")
-        if isinstance(pid, int) and not self._ours(pid):
-            problems.append(f"/server_info reports pid {pid}, outside our process group {self.pgid}")
+        if isinstance(pid, int) and not self._ours(pid) and self._older_than_ours(pid):
+            problems.append(f"/server_info reports pid {pid}, outside our process group {self.pgid} and started no later than our server")
         if "port" in info and str(info["port"]) != str(self.port):
             problems.append(f"/server_info reports port {info['port']}, expected {self.port}")
         want_model = requested.get("model_path")
@@ -436,6 +465,19 @@ class ServerHandle:
                 help=_HELP["wrong_server"],
                 notes=[f"server log: {self.log_path}"],
             )
+
+    def _older_than_ours(self, pid: int) -> bool:
+        """Whether `pid` is a process on this host that started before our server (an old server).
+
+        A foreign listener that started *after* ours is accepted: with a container or `srun`
+        prefix the port is held by a proxy or a process outside our group that our command
+        created; an old server left from an earlier run is always older than ours."""
+        import psutil
+
+        try:
+            return psutil.Process(pid).create_time() <= self._create_time
+        except psutil.Error:
+            return False
 
     def _ours(self, pid: int) -> bool:
         try:
@@ -492,7 +534,7 @@ class ServerHandle:
                 except Exception:  # noqa: BLE001 - psutil.NoSuchProcess and friends: already gone
                     pass
             settle = time.monotonic() + 5.0
-            while _group_alive(self.pgid) and time.monotonic() < settle:
+            while (_group_alive(self.pgid) or _any_running(descendants)) and time.monotonic() < settle:
                 time.sleep(0.02)
             self._stopped = True
             self._release()

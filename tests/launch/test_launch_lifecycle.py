@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import pytest
@@ -93,3 +94,21 @@ def test_host_and_port_in_the_argv_are_replaced_by_the_launchers(make_options, f
         assert server.server_info["host"] == "127.0.0.1"
         assert server.server_info["port"] == server.port != 1
     assert os.path.exists(server.log_path)
+
+
+WRAPPER = (
+    "import subprocess, sys\n"
+    "p = subprocess.Popen([sys.executable, '-m', 'servetune.standin', *sys.argv[1:]], start_new_session=True)\n"
+    "sys.exit(p.wait())\n"
+)
+
+
+def test_a_wrapper_whose_server_leaves_the_group_is_accepted_and_still_stopped(make_options):
+    """Like a container or srun prefix: the listener is a newer process outside our group; it is ours, and stop kills it."""
+    import psutil
+
+    opts = make_options(sglang_cmd=[sys.executable, "-c", WRAPPER])
+    with start_server(["--model-path", MODEL], {}, {"model_path": MODEL}, opts) as server:
+        inner = psutil.Process(server.server_info["pid"])
+        assert inner.pid != server.pid and os.getpgid(inner.pid) != server.pgid
+    assert not inner.is_running() or inner.status() == psutil.STATUS_ZOMBIE
