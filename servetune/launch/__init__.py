@@ -21,8 +21,10 @@ API (stable for `servetune launch`, `servetune bench` and the tuner)::
   process group (`start_new_session=True`, an argv list, never a shell), logs to
   `run_dir/server.log`, polls `/health_generate` until 200 (failing fast when the process exits),
   then reads `/server_info`, checks that the answering server is ours (nothing listened on the
-  port before; the process is alive; the port's listener and the reported pid are in our
-  process group; reported port and model_path match), and writes `server_info.json` and
+  port before; the process is alive; the port's listener, from /proc, and any reported pid are
+  in our process group, or else started after our server, as a container proxy does, never
+  before it, as a server left from an earlier run does; reported port and model_path match),
+  and writes `server_info.json` and
   `server_info_diff.json`. Raises `servetune.errors.LaunchError` with `.failure` in
   {oom, crash, startup_timeout, port_in_use, bad_command, wrong_server}, `.log_tail`,
   `.exit_code`; nothing is left running when it raises.
