@@ -39,6 +39,8 @@ WATCHED_FIELDS = (
 )
 """Tuning-relevant fields recorded as `resolved` in the diff when servetune left them to the server."""
 
+_PHRASE = {"oom": "out of GPU memory (oom)", "crash": "crashed (crash)", "port_in_use": "its port is taken (port_in_use)",
+           "bad_command": "the command or its flags were rejected (bad_command)"}
 _HELP = {
     "oom": "the GPU ran out of memory: lower --mem-fraction-static, max_running_requests or the CUDA-graph "
     "batch size, and check that no other process holds GPU memory (nvidia-smi)",
@@ -387,7 +389,7 @@ class ServerHandle:
     def _exit_error(self, what: str, code: int) -> LaunchError:
         failure = classify_failure(code, read_tail(self.log_path, 400))
         return LaunchError(
-            f"{what} ({describe_exit(code)}): {failure.replace('_', ' ')}",
+            f"{what} ({describe_exit(code)}): {_PHRASE.get(failure, failure)}",
             failure=failure,
             log_tail=self.log_tail(),
             exit_code=code,
