@@ -44,13 +44,30 @@ def open_storage(url: str):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return _create_rdb_storage(optuna, url, engine_kwargs, kwargs)
+    except ImportError as exc:
+        raise TuningError(f"cannot open storage {redact_url(url)}: {exc}",
+                          help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'") from None
+
+
+def _create_rdb_storage(optuna: Any, url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any], attempts: int = 6):
+    """`RDBStorage(...)`, retried when several workers create the schema of a fresh database at
+    once: the loser of that race gets a duplicate-table error, and the schema is there on retry."""
+    import random
+    import time
+
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    for attempt in range(attempts):
+        try:
             try:
                 return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_stale_trial_callback=retry_lost_trial, **kwargs)
             except TypeError:  # optuna < 4.9 spells it failed_trial_callback
                 return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, failed_trial_callback=retry_lost_trial, **kwargs)
-    except ImportError as exc:
-        raise TuningError(f"cannot open storage {redact_url(url)}: {exc}",
-                          help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'") from None
+        except (IntegrityError, ProgrammingError, OperationalError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1) + random.random() * 0.3)
 
 
 def _with_driver(url: str) -> str:
