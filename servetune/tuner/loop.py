@@ -226,9 +226,17 @@ class Tuner:
         if not self.workload.tune and not preset_tune:
             label = default_space_name(self.workload.name, self.workload.kind)
             default = (label, load_shipped_space(label))
+        from servetune.bench.workloads import list_workloads
+        from servetune.presets import preset_files
+
+        shipped = []
+        if isinstance(o.workload, str) and o.workload in {w.name for w in list_workloads()}:
+            shipped.append("workload")
+        if isinstance(o.preset, str) and o.preset in preset_files():
+            shipped.append("preset")
         return build_space(
             catalog=self.catalog, pinned=self.rules_res.pinned, default=default, workload_tune=self.workload.tune,
-            preset_tune=preset_tune, space_file=o.space_file, space_sets=o.space_sets,
+            preset_tune=preset_tune, space_file=o.space_file, space_sets=o.space_sets, shipped_blocks=shipped,
         )
 
     def _slots(self) -> list[Slot]:

@@ -159,11 +159,14 @@ def build_space(
     preset_tune: Mapping[str, Distribution] | None = None,
     space_file: str | Path | None = None,
     space_sets: Iterable[str] = (),
+    shipped_blocks: Iterable[str] = (),
 ) -> ResolvedSpace:
     """Merge the sources, drop pins, and check every name and choice against `catalog`.
 
-    Names from shipped defaults that the target version lacks are dropped with a note; names the
-    user wrote (file, `--space-set`, workload, preset) must exist, or it is an error.
+    Names from shipped data (the default spaces, and the `tune:` blocks of shipped workloads and
+    presets named in `shipped_blocks`: "workload", "preset") that the target version lacks are
+    dropped with a note; names the user wrote (file, `--space-set`, their own workload or preset
+    files) must exist, or it is an error.
     """
     merged: dict[str, SpaceParam] = {}
     lenient: set[str] = set()
@@ -174,10 +177,14 @@ def build_space(
             label, dists = default
             merged.update({n: SpaceParam(n, d, f"shipped space {label!r}") for n, d in dists.items()})
             lenient = set(merged)
-        for label, block in (("workload tune:", workload_tune), ("preset tune:", preset_tune)):
+        shipped = set(shipped_blocks)
+        for kind, block in (("workload", workload_tune), ("preset", preset_tune)):
             for n, d in (block or {}).items():
-                merged[n] = SpaceParam(n, d, label)
-                lenient.discard(n)
+                merged[n] = SpaceParam(n, d, f"{'shipped ' if kind in shipped else ''}{kind} tune:")
+                if kind in shipped:
+                    lenient.add(n)
+                else:
+                    lenient.discard(n)
     for text in space_sets:
         n, d = parse_compact(text)
         merged[n] = SpaceParam(n, d, "--space-set")

@@ -103,3 +103,17 @@ def test_a_presets_tune_block_joins_the_space(tmp_path):
     space = build_space(catalog=CATALOG, preset_tune=_preset_tune(str(preset)), space_sets=["mem_fraction_static=float(0.7,0.9)"])
     assert set(space.params) == {"chunked_prefill_size", "mem_fraction_static"}
     assert _preset_tune("text-chat-latency")["max_running_requests"] == IntDistribution(int=(32, 256), log=True)
+
+
+def test_a_shipped_workloads_space_drops_fields_an_older_release_lacks(catalogs):
+    """The shipped single-image-stream tune: block names 0.5.23 fields; for 0.5.17 they are dropped
+    with a note (seen on the H200), while the same names in a user's own workload stay errors."""
+    from servetune.bench.workloads import load_workload
+
+    old = next(c for c in catalogs if c.sglang_version == "0.5.17")
+    block = load_workload("single-image-stream").tune
+    assert "prefill_decode_interval" in block
+    space = build_space(catalog=old, workload_tune=block, shipped_blocks=["workload"])
+    assert "prefill_decode_interval" not in space.params and "not in SGLang 0.5.17" in space.dropped["prefill_decode_interval"]
+    with pytest.raises(UnknownNameError):
+        build_space(catalog=old, workload_tune=block)
