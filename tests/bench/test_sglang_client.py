@@ -70,7 +70,7 @@ def test_single_image_stream_maps_to_sglangs_image_dataset():
     expected = {"--backend": "sglang-oai-chat", "--base-url": "http://h:1", "--num-prompts": "384", "--max-concurrency": "64",
                 "--dataset-name": "image", "--image-count": "1", "--image-resolution": "720p", "--image-format": "jpeg",
                 "--image-content": "random", "--random-input-len": "128", "--random-output-len": "128",
-                "--random-range-ratio": "1.0", "--request-rate": "inf", "--warmup-requests": "8", "--seed": "7",
+                "--random-range-ratio": "1.0", "--request-rate": "inf", "--warmup-requests": "64", "--seed": "7",
                 "--output-file": "o.jsonl"}
     assert {k: flags[k] for k in expected} == expected
     text = sglang_argv("sglang.bench_serving", "http://h:1", load_workload("text-chat"), requests=5, output_file=Path("o"))
