@@ -16,6 +16,10 @@ from servetune.launch._failures import FailureClass, classify_failure, read_tail
 from servetune.launch._rundir import new_run_dir, write_facts, write_json, write_metrics, write_resolved
 from servetune.launch._server import RUNS_DIR_ENV, LaunchOptions, ServerHandle, start_server
 
+# Nothing a managed run sent is still in flight when it stops the server, so SGLang's drain has
+# nothing to wait for; SGLang 0.5.17 on the H200 still took over 15 s to exit after SIGTERM.
+MANAGED_STOP_GRACE_S = 8.0
+
 
 class RunTimings(BaseModel):
     """Where a managed run's wall time went, in seconds."""
@@ -127,7 +131,7 @@ def managed_run(
     try:
         fields = _bench(handle, bench, workload, requests, run_dir, client, model, on_progress, should_stop, timings)
     finally:
-        handle.stop()
+        handle.stop(grace_s=min(options.stop_grace_s, MANAGED_STOP_GRACE_S))
         timings.stop_s = handle.stop_s
         timings.total_s = time.monotonic() - t0
     result = RunResult(run_dir=run_dir, url=handle.url, diff=handle.diff, server_info=handle.server_info, timings=timings, **fields)
