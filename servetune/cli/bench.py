@@ -39,7 +39,7 @@ def bench_command(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="With --url: the model id to request (default: the server's first). Without: the model to launch (bundled name, HF id or directory).", rich_help_panel=_SERVER)] = None,
     requests: Annotated[Optional[int], typer.Option("--requests", "-n", min=1, help="Measured requests (overrides the workload's count; runs of different length are not comparable).", rich_help_panel=_WORKLOAD)] = None,
     client: Annotated[str, typer.Option("--client", help="auto, builtin (no SGLang needed) or sglang (SGLang's bench_serving).", rich_help_panel=_WORKLOAD)] = "auto",
-    cross_check: Annotated[bool, typer.Option("--cross-check", help="Run SGLang's client and the builtin one on the same server and print the relative difference per metric.", rich_help_panel=_WORKLOAD)] = False,
+    cross_check: Annotated[bool, typer.Option("--cross-check", help="Run SGLang's client and the builtin one on the same server (--url, or one launched for it) and print the relative difference per metric.", rich_help_panel=_WORKLOAD)] = False,
     gpu: GpuOpt = None,
     hardware: HardwareOpt = None,
     sglang_version: VersionOpt = None,
@@ -62,10 +62,17 @@ def bench_command(
     if url is None and model is None:
         raise SpecError("`servetune bench` needs --url (a running server) or --model (to launch one)",
                         help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`")
+    opts = ResolveOpts(model, gpu, hardware, None, sglang_version, preset, sets or [], envs or [], nnodes, tp, rules or [], no_rules)
     if cross_check:
-        if url is None:
-            raise SpecError("--cross-check needs --url (a running server)")
-        _cross_check(url, spec, requests, run_dir, model, as_json)
+        if url is not None:
+            _cross_check(url, spec, requests, run_dir, model, as_json)
+            return
+        from servetune.launch import LaunchOptions, start_server
+
+        resolution = resolve_from_opts(opts, workload=spec)
+        with start_server(resolution.argv(), resolution.env(), resolution.requested(),
+                          LaunchOptions(sglang_cmd=sglang_cmd, run_dir=run_dir)) as server:
+            _cross_check(server.url, spec, requests, run_dir, None, as_json)
         return
     if url is not None:
         from servetune.bench import run_benchmark
@@ -74,7 +81,6 @@ def bench_command(
             metrics = run_benchmark(url, spec, requests=requests, run_dir=run_dir, client=client, model=model, on_progress=on_progress)
         _print_metrics(metrics, as_json)
         return
-    opts = ResolveOpts(model, gpu, hardware, None, sglang_version, preset, sets or [], envs or [], nnodes, tp, rules or [], no_rules)
     _managed(spec, opts, requests, client, sglang_cmd, run_dir, as_json)
 
 

@@ -44,3 +44,19 @@ def test_bench_help_imports_no_client_libraries():
             "print('\\n'.join(sys.modules))")
     modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.splitlines()
     assert not [m for m in modules if m.split(".")[0] in {"httpx", "PIL", "numpy", "sglang", "torch", "optuna"}]
+
+
+from tests.bench.test_sglang_client import fake_sglang  # noqa: E402,F401  (the fixture)
+
+
+def test_cross_check_launches_a_server_when_no_url_is_given(fake_sglang, tmp_path: Path):
+    """`bench --model ... --cross-check`: launch (the stand-in), run both clients on it, stop."""
+    result = CliRunner().invoke(app, [
+        "bench", "--model", "qwen3-8b", "--gpu", "h200", "--sglang-version", "0.5.23", "--workload", "text-chat",
+        "-n", "8", "--cross-check", "--sglang-cmd", f"{sys.executable} -m servetune.standin", "--run-dir", str(tmp_path), "--json",
+    ])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["sglang"]["client"] == "sglang" and data["builtin"]["client"] == "builtin"
+    assert "request_throughput" in data["relative_difference"]
+    assert (tmp_path / "server.log").is_file()
