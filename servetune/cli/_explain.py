@@ -76,6 +76,5 @@ def _server_diff(run: Path) -> dict[str, dict]:
     if not path.is_file():
         raise UnknownNameError(f"no server_info_diff.json in run directory {run}", help="pass the run directory of a `servetune launch` or managed `servetune bench`")
     data = json.loads(path.read_text())
-    if isinstance(data, list):
-        return {d["field"]: d for d in data if "field" in d}
-    return {k: v for k, v in data.items() if isinstance(v, dict)}
+    rows = data.get("fields", []) if isinstance(data, dict) else data
+    return {d["field"]: d for d in rows if isinstance(d, dict) and "field" in d}

@@ -158,3 +158,21 @@ def test_usage_errors_exit_2_and_user_errors_exit_1(capsys):
     assert _run(capsys, "resolve")[0] == 2
     assert _run(capsys, "catalog", "list", "--bogus")[0] == 2
     assert _run(capsys, "resolve", "--model", "nope-model", "--gpu", "h200")[0] == 1
+
+
+def test_explain_run_shows_what_sglang_changed(capsys, tmp_path):
+    """explain --run RUN_DIR adds requested -> effective from a launch's /server_info (stand-in server)."""
+    import sys as _sys
+
+    from servetune.api import resolve_launch
+    from servetune.launch import LaunchOptions, start_server
+
+    res = resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version="0.5.23", sets=["max_running_requests=16"])
+    with start_server(res.argv(), res.env(), res.requested(),
+                      LaunchOptions(sglang_cmd=[_sys.executable, "-m", "servetune.standin"], run_dir=tmp_path)):
+        pass
+    code, out, err = _run(capsys, "explain", "mm_feature_transport", *BASE, "--set", "max_running_requests=16", "--run", str(tmp_path))
+    assert code == 0, err
+    assert "sglang  requested=cuda_ipc → effective=cuda_ipc" in out
+    code, out, _ = _run(capsys, "explain", *BASE, "--set", "max_running_requests=16", "--run", str(tmp_path))
+    assert "chunked_prefill_size: SGLang chose 8192 (requested None)" in out
