@@ -1,29 +1,39 @@
 """How efficient is `servetune tune` on the stand-in landscape? Prints figures; not a test.
 
-    python benchmarks/tuner_efficiency.py                  # about 6 minutes on 2 cores
-    python benchmarks/tuner_efficiency.py --seeds 2 --trials 15 --long 20   # quicker
+    python benchmarks/tuner_efficiency.py            # about 7 minutes on 2 cores
+    python benchmarks/tuner_efficiency.py --quick    # about 2 minutes
 
-Every measurement is a real stand-in launch plus a real HTTP benchmark, made through the
-tuner's own code path (`Tuner`, `managed_run`, `run_benchmark`). Two questions:
+Issue 4 asks two questions; each is measured where noise cannot decide it.
 
-1. **Launches to 98%.** A long TPE run (plus everything measured below) gives the best
-   throughput B*. For TPE with the baselines enqueued and for plain random search, over several
-   seeds, count the launches until a trial reaches 0.98 * B*. Each distinct config is launched
-   once and its measurement reused by every later run (the same `Tuner`, with its `measure`
-   wrapped by a cache keyed on the config hash): the landscape is one fixed, real
-   realisation, so both samplers are judged on the same numbers and the run stays short.
-   Goal: TPE needs at most a third of random search's launches.
-2. **Pruning.** The same sequence of configs (random sampler, same seed, so the sequence does
-   not depend on outcomes) runs twice, with and without the median pruner; both runs launch
-   for real (no cache). Reported: benchmark seconds saved, and whether the final ranking (the
-   best config, and the order of the top configs both runs completed) is unchanged.
-   Goal: >= 50% saved at an equal ranking.
+1. **Launches to 98% of the best** (goal: TPE with the baselines enqueued needs at most a
+   third of random search's launches). Sampler efficiency is a property of the search on the
+   landscape, so it is measured over many seeds on the stand-in's *deterministic* landscape:
+   `servetune.standin.expected_throughput`, the engine's own rules replayed in simulated time
+   (what a launch with noise off serves, minus HTTP/CPU overhead). It runs through the real
+   tuner loop (`Tuner.run`: the same space, enqueued baselines, sampler classes, `require`
+   checks, dedupe and failure handling); only `loop.measure`, the launch + benchmark, is
+   replaced by the model (an OOM config comes back as the same `Failure("oom")` a launch
+   gives). The best is the true optimum, found by evaluating every config of the (finite)
+   space through the same resolve path. "Launches" count calls to `measure` (a reused
+   duplicate is not a launch; a failed launch is). Runs that never reach 98% within the budget
+   count as budget + 1 (censored; the median stays exact while fewer than half are).
+   (1b) A few seeds of the same arms with REAL stand-in launches check that the loop behaves
+   the same when fed noisy measurements: each launched config is judged by its model value
+   (did the search *pick* a 98% config), beside the measured best. The noise is measured too:
+   one config launched k times (mean, stdev), and measured/model for it.
+2. **Pruning** (goal: >= 50% of benchmark seconds saved at an equal final ranking). Real
+   launches with the stand-in's noise off and a longer benchmark (steady window of several
+   hundred completions). The same list of configs is enqueued in two studies, with and
+   without pruning, so ranking differences come only from pruning. Equal final ranking: the
+   top 3 configs by full-run throughput are never pruned, and the best is the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -34,7 +44,7 @@ WORKLOAD = """\
 name: efficiency
 summary: Text load for the efficiency benchmark.
 kind: text
-requests: 192
+requests: {requests}
 max_concurrency: 64
 input_tokens: 128
 output_tokens: 64
@@ -51,156 +61,314 @@ tune:
   prefill_decode_interval: {choice: [0, 4, 8, 16]}
   mem_fraction_static: {choice: [0.8, 0.85, 0.94]}
 """
+GRID = {
+    "max_running_requests": [8, 16, 32, 64, 128], "cuda_graph_max_bs_decode": [16, 32, 64, 128],
+    "chunked_prefill_size": [512, 2048, 8192], "prefill_decode_interval": [0, 4, 8, 16],
+    "mem_fraction_static": [0.8, 0.85, 0.94],
+}
+TIME_SCALE = 0.25
+# the pruning comparison runs the stand-in 4x slower: at 0.25 the fast configs (> ~180 req/s)
+# are limited by the 2 CPUs the server and the client share, not by their flags
+PRUNE_TIME_SCALE = 1.0
 
 
-def _options(tmp: Path, name: str, *, trials: int, sampler: str, seed: int, prune: bool, n_startup: int = 5):
+def _options(tmp: Path, name: str, *, workload: str, trials: int, sampler: str, seed: int, prune: bool,
+             enqueue: bool | None = None):
     from servetune.tuner import TuneOptions
 
     return TuneOptions(
-        model="qwen3-8b", gpu="h200", workload=str(tmp / "efficiency.yaml"), space_file=str(tmp / "space.yaml"),
+        model="qwen3-8b", gpu="h200", workload=str(tmp / workload), space_file=str(tmp / "space.yaml"),
         trials=trials, sampler=sampler, seed=seed, prune=prune, confirm_rounds=0, study=name,
         run_dir=tmp / name, sglang_cmd=f"{sys.executable} -m servetune.standin", client="builtin",
-        n_startup_trials=n_startup, enqueue_baselines=sampler == "tpe",
+        enqueue_baselines=(sampler == "tpe") if enqueue is None else enqueue,
     )
 
 
-class CachedMeasure:
-    """`measure` with one real launch per distinct config (keyed like the tuner's dedupe)."""
+def model_value(resolution, workload, time_scale: float = TIME_SCALE) -> float | None:
+    """The landscape's steady-window req/s for a resolved config (None: the server dies)."""
+    from servetune.standin import expected_throughput
+
+    e = expected_throughput(resolution.argv(), resolution.env(), concurrency=workload.max_concurrency,
+                            input_tokens=workload.input_tokens, output_tokens=workload.output_tokens,
+                            requests=workload.requests, trim=workload.steady_trim, time_scale=time_scale)
+    return e.request_throughput
+
+
+class ModelMeasure:
+    """Stands in for `loop.measure`: the model instead of a launch; logs each call (= a launch)."""
 
     def __init__(self) -> None:
-        from servetune.tuner import loop
+        self.cache: dict[str, float | None] = {}
+        self.log: list[float | None] = []
+        self.target = float("inf")
+        self.stop = lambda: None
 
-        self.real = loop.measure
-        self.cache: dict[str, object] = {}
-        self.launches = 0
-        self.seconds = 0.0
-
-    def __call__(self, resolution, **kwargs):
-        from servetune.tuner._evaluate import config_hash
+    def __call__(self, resolution, *, workload, **_):
+        from servetune.tuner._evaluate import Failure, Measurement, config_hash
 
         key = config_hash(resolution.argv(), resolution.env())
         if key not in self.cache:
-            kwargs["should_stop"] = None
-            t0 = time.monotonic()
-            self.cache[key] = self.real(resolution, **kwargs)
-            self.seconds += time.monotonic() - t0
-            self.launches += 1
-        return self.cache[key]
+            self.cache[key] = model_value(resolution, workload)
+        v = self.cache[key]
+        self.log.append(v)
+        if v is not None and v >= self.target:
+            self.stop()  # the study ends after this trial: what follows cannot change the count
+        if v is None:
+            return Measurement(failure=Failure("oom", "CUDA out of memory (model)"))
+        return Measurement(metrics={"comparable_request_throughput": v, "request_throughput": v, "completed": workload.requests})
 
 
-def _values(result) -> list[float | None]:
-    """Primary objective per launched trial, in trial order (failures None; reused dupes left out)."""
-    out = []
-    for t in result.trials:
-        if "not relaunched" in t.note:
-            continue
-        out.append(t.values[0] if t.state == "COMPLETE" and t.values else None)
-    return out
+class RealMeasure:
+    """`loop.measure` as is, logging (measured, model) per launch."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.log: list[tuple[float | None, float | None]] = []
+        self.target = float("inf")
+        self.stop = lambda: None
+
+    def __call__(self, resolution, **kwargs):
+        m = self.real(resolution, **kwargs)
+        measured = m.metrics.get("comparable_request_throughput") if m.metrics and not m.stopped_early else None
+        mv = model_value(resolution, kwargs["workload"])
+        self.log.append((measured, mv))
+        if mv is not None and mv >= self.target:
+            self.stop()
+        return m
 
 
-def _launches_to(values: list[float | None], target: float) -> int | None:
+def _launches_to(values, target: float) -> int | None:
     for i, v in enumerate(values, start=1):
         if v is not None and v >= target:
             return i
     return None
 
 
-def efficiency(tmp: Path, seeds: int, trials: int, long_trials: int) -> None:
-    from servetune.tuner import Tuner, loop
-
-    cached = CachedMeasure()
-    loop.measure = cached
-    try:
-        t0 = time.monotonic()
-        long_run = Tuner(_options(tmp, "long", trials=long_trials, sampler="tpe", seed=1000, prune=False)).run()
-        runs: dict[str, list[list[float | None]]] = {"tpe": [], "random": []}
-        for seed in range(seeds):
-            for sampler in ("tpe", "random"):
-                res = Tuner(_options(tmp, f"{sampler}-{seed}", trials=trials, sampler=sampler, seed=seed, prune=False)).run()
-                runs[sampler].append(_values(res))
-        elapsed = time.monotonic() - t0
-    finally:
-        loop.measure = cached.real
-    measured = [m.metrics["comparable_request_throughput"] for m in cached.cache.values() if m.metrics]
-    best = max(measured)
-    target = 0.98 * best
-    print("== 1. launches to reach 98% of the best config ==")
-    print(f"landscape: {cached.launches} distinct configs launched ({cached.seconds:.0f} s of launches; {elapsed:.0f} s total); "
-          f"best {best:.2f} req/s (long TPE run of {long_trials}: {max(v for v in _values(long_run) if v is not None):.2f}); "
-          f"target {target:.2f}")
-    summary = {}
-    for sampler, per_seed in runs.items():
-        counts = [_launches_to(v, target) for v in per_seed]
-        # not reached within the budget: count as budget + 1 (a lower bound on the true cost)
-        filled = [c if c is not None else trials + 1 for c in counts]
-        summary[sampler] = statistics.mean(filled)
-        print(f"{sampler:>6}: launches per seed {counts}  mean {statistics.mean(filled):.1f}  "
-              f"median {statistics.median(filled):.1f}  reached {sum(c is not None for c in counts)}/{len(counts)}")
-    ratio = summary["tpe"] / summary["random"]
-    print(f"TPE (baselines enqueued) / random = {ratio:.2f}  (goal <= 0.33: {'met' if ratio <= 1 / 3 else 'NOT met'})")
+def _quartiles(xs: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], statistics.median(xs), q[2]
 
 
-def pruning(tmp: Path, trials: int, seed: int) -> None:
+def true_optimum(tmp: Path) -> tuple[float, int, int, dict]:
+    """Every config of the grid through the tuner's resolve path and the model."""
     from servetune.tuner import Tuner
 
+    tuner = Tuner(_options(tmp, "grid", workload="efficiency.yaml", trials=1, sampler="random", seed=0, prune=False))
+    tuner.prepare()
+    values = []
+    for combo in itertools.product(*GRID.values()):
+        layer = dict(zip(GRID, combo))
+        values.append((model_value(tuner.resolve(layer, use_rules=True), tuner.workload), layer))
+    ok = [(v, layer) for v, layer in values if v is not None]
+    best, best_layer = max(ok, key=lambda x: x[0])
+    baseline = model_value(tuner.resolve({}, use_rules=True), tuner.workload)
+    within = sum(v >= 0.98 * best for v, _ in ok)
+    print(f"landscape: {len(values)} configs, {len(values) - len(ok)} die (OOM); optimum {best:.1f} req/s "
+          f"({best_layer}); baseline {baseline:.1f} ({baseline / best:.0%}); {within} configs ({within / len(values):.1%}) "
+          f"reach 98%")
+    return best, within, len(values), best_layer
+
+
+def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int) -> dict[str, list[int]]:
+    from servetune.tuner import Tuner, loop
+
+    target = 0.98 * best
+    model = ModelMeasure()
+    model.target = target
+    real, loop.measure = loop.measure, model
+    counts: dict[str, list[int | None]] = {"tpe": [], "random": []}
+    t0 = time.monotonic()
+    try:
+        for seed in range(seeds):
+            for sampler in ("tpe", "random"):
+                model.log = []
+                tuner = Tuner(_options(tmp, f"m-{sampler}-{seed}", workload="efficiency.yaml", trials=budget,
+                                       sampler=sampler, seed=seed, prune=False))
+                model.stop = tuner._stop.set  # as Ctrl-C between trials: the loop returns
+                tuner.run()
+                counts[sampler].append(_launches_to(model.log, target))
+    finally:
+        loop.measure = real
+    print(f"\n== 1a. launches to reach 98% of the optimum ({target:.1f} req/s): deterministic landscape, "
+          f"{seeds} seeds per arm, budget {budget} trials, real tuner loop ({time.monotonic() - t0:.0f} s) ==")
+    medians = {}
+    for sampler, cs in counts.items():
+        filled = [c if c is not None else budget + 1 for c in cs]
+        q1, med, q3 = _quartiles(filled)
+        medians[sampler] = med
+        label = "TPE + baselines" if sampler == "tpe" else "random"
+        print(f"  {label:<16} median {med:5.1f}  IQR {q1:.1f}-{q3:.1f}  mean {statistics.mean(filled):5.1f}  "
+              f"not reached {sum(c is None for c in cs)}/{len(cs)}")
+    ratio = medians["tpe"] / medians["random"]
+    print(f"  ratio of medians TPE/random = {ratio:.2f}  (goal <= 0.33: {'met' if ratio <= 1 / 3 else 'NOT met'})")
+    return counts
+
+
+def noise(tmp: Path, best_layer: dict, k: int) -> None:
+    from servetune.tuner import Tuner
+    from servetune.tuner._evaluate import Slot, measure
+
+    tuner = Tuner(_options(tmp, "noise", workload="efficiency.yaml", trials=1, sampler="random", seed=0, prune=False))
+    tuner.prepare()
+    print(f"\n== noise: one config launched {k} times (real stand-in, noise knob off) ==")
+    for label, layer in (("baseline", {}), ("optimum", best_layer)):
+        res = tuner.resolve(layer, use_rules=True)
+        xs = []
+        for i in range(k):
+            m = measure(res, workload=tuner.workload, slot=Slot(0), run_dir=tmp / "noise" / f"{label}-{i}", requests=None,
+                        sglang_cmd=tuner.o.sglang_cmd, client="builtin", startup_timeout_s=None)
+            xs.append(m.metrics["comparable_request_throughput"] if m.metrics else float("nan"))
+        mean, sd = statistics.mean(xs), statistics.stdev(xs)
+        mv = model_value(res, tuner.workload)
+        print(f"  {label:<9} model {mv:6.1f}  measured mean {mean:6.1f}  stdev {sd:5.1f} ({sd / mean:.0%})  "
+              f"range {min(xs):.1f}-{max(xs):.1f}  measured/model {mean / mv:.2f}")
+
+
+def real_loop(tmp: Path, best: float, seeds: int, budget: int) -> None:
+    from servetune.tuner import Tuner, loop
+
+    target = 0.98 * best
+    rec = RealMeasure(loop.measure)
+    rec.target = target
+    loop.measure = rec
+    t0 = time.monotonic()
+    rows = {"tpe": [], "random": []}
+    try:
+        for seed in range(seeds):
+            for sampler in ("tpe", "random"):
+                rec.log = []
+                tuner = Tuner(_options(tmp, f"r-{sampler}-{seed}", workload="efficiency.yaml", trials=budget,
+                                       sampler=sampler, seed=seed, prune=False))
+                rec.stop = tuner._stop.set
+                tuner.run()
+                picked = _launches_to([mv for _, mv in rec.log], target)
+                measured = [x for x, _ in rec.log if x is not None]
+                best_mv = max((mv for _, mv in rec.log if mv is not None), default=None)
+                rows[sampler].append((picked, len(rec.log), max(measured, default=float("nan")), best_mv))
+    finally:
+        loop.measure = rec.real
+    print(f"\n== 1b. the same with REAL launches: {seeds} seeds per arm, budget {budget} trials "
+          f"({time.monotonic() - t0:.0f} s) ==")
+    for sampler, rs in rows.items():
+        label = "TPE + baselines" if sampler == "tpe" else "random"
+        per = ", ".join(f"{p if p is not None else f'>{n}'}" for p, n, _, _ in rs)
+        print(f"  {label:<16} launches to a 98% config (by model value): [{per}]; best measured "
+              f"{', '.join(f'{m:.0f}' for _, _, m, _ in rs)} req/s; best picked config's model value "
+              f"{', '.join(f'{b / best:.0%}' for _, _, _, b in rs if b)} of optimum")
+
+
+def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
+    import optuna
+
+    from servetune.standin import expected_throughput
+    from servetune.tuner import Tuner
+
+    # configs drawn at random from the grid (the server survives them), their model values at
+    # least 2% apart so that "the best" and "the top 3" are decided by the landscape, not by noise
+    rng = random.Random(seed)
+    combos = list(itertools.product(*GRID.values()))
+    rng.shuffle(combos)
+    configs, seen = [], []
+    for combo in combos:
+        layer = dict(zip(GRID, combo))
+        argv = [a for k, v in layer.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+        v = expected_throughput(argv, concurrency=64, input_tokens=128, output_tokens=64,
+                                requests=requests, time_scale=PRUNE_TIME_SCALE).request_throughput
+        if v is None or any(abs(v - s) / s < 0.02 for s in seen):
+            continue
+        configs.append(layer)
+        seen.append(v)
+        if len(configs) == n_configs:
+            break
     results = {}
+    t0 = time.monotonic()
+    os.environ["SERVETUNE_STANDIN_TIME_SCALE"] = str(PRUNE_TIME_SCALE)
     for prune in (False, True):
         name = f"prune-{prune}"
-        res = Tuner(_options(tmp, name, trials=trials, sampler="random", seed=seed, prune=prune)).run()
-        import optuna
-
-        study = optuna.load_study(study_name=name, storage=res.storage)
-        bench_s = sum((t.user_attrs.get("timing") or {}).get("bench_s", 0.0) for t in study.trials)
-        results[prune] = (res, bench_s)
-    (full, full_s), (pruned, pruned_s) = results[False], results[True]
+        tuner = Tuner(_options(tmp, name, workload="pruning.yaml", trials=len(configs), sampler="random", seed=seed,
+                               prune=prune, enqueue=False))
+        tuner.prepare()
+        for layer in configs:
+            tuner.study.enqueue_trial(layer)
+        tuner.run()
+        study = optuna.load_study(study_name=name, storage=tuner.storage_url)
+        results[prune] = {tuple(sorted(t.params.items())): t for t in study.trials}
+        warmup, every = tuner._warmup_steps, max(1, requests // 8)
+    os.environ["SERVETUNE_STANDIN_TIME_SCALE"] = str(TIME_SCALE)
+    full, pruned = results[False], results[True]
+    full_s = sum((t.user_attrs.get("timing") or {}).get("bench_s", 0.0) for t in full.values())
+    pruned_s = sum((t.user_attrs.get("timing") or {}).get("bench_s", 0.0) for t in pruned.values())
     saved = 1 - pruned_s / full_s if full_s else 0.0
-
-    def params_key(t):
-        return tuple(sorted(t.params.items()))
-
-    full_rank = [params_key(t) for t in loop_rank(full)]
-    pruned_rank = [params_key(t) for t in loop_rank(pruned)]
-    same_best = bool(full_rank and pruned_rank and full_rank[0] == pruned_rank[0])
-    common = [k for k in full_rank if k in pruned_rank]
-    same_order = common == [k for k in pruned_rank if k in common]
-    n_pruned = sum(t.state == "PRUNED" for t in pruned.trials)
-    print("== 2. benchmark time saved by pruning ==")
-    print(f"{trials} trials, same config sequence (random sampler, seed {seed}); {n_pruned} pruned")
-    print(f"benchmark seconds: no pruning {full_s:.1f}, median pruner {pruned_s:.1f}: saved {saved:.0%} "
-          f"(goal >= 50%: {'met' if saved >= 0.5 else 'NOT met'})")
-    print(f"final ranking equal: best config {'same' if same_best else 'DIFFERENT'}; "
-          f"order of the {len(common)} configs both completed {'same' if same_order else 'different (noise)'}")
-
-
-def loop_rank(result):
-    from servetune.tuner.loop import rank_feasible
-
-    objectives = [type("O", (), {"direction": o["direction"]})() for o in result.objectives]
-    return rank_feasible(result.trials, objectives)
+    ranked = sorted((k for k, t in full.items() if t.values), key=lambda k: -full[k].values[0])
+    top3 = ranked[:3]
+    top_pruned = [i + 1 for i, k in enumerate(top3) if pruned[k].state.name != "COMPLETE"]
+    pr_best = max((k for k, t in pruned.items() if t.state.name == "COMPLETE"), key=lambda k: pruned[k].values[0])
+    same_best = pr_best == ranked[0]
+    n_pruned = sum(t.state.name == "PRUNED" for t in pruned.values())
+    model_rank = sorted(range(len(configs)), key=lambda i: -seen[i])
+    model_top = [tuple(sorted(configs[i].items())) for i in model_rank[:3]]
+    print(f"\n== 2. benchmark time saved by pruning: {len(configs)} enqueued configs, same list in both studies "
+          f"({time.monotonic() - t0:.0f} s) ==")
+    print(f"  benchmark seconds: no pruning {full_s:.1f}, pruning {pruned_s:.1f} ({n_pruned} of {len(configs)} pruned): "
+          f"saved {saved:.0%} (goal >= 50%: {'met' if saved >= 0.5 else 'NOT met'})")
+    # the most pruning could save here: every trial after the pruner's 3 start-up trials stopped
+    # at the first checkpoint (warm-up steps, in completed requests, of the measured requests)
+    bound = sum((t.user_attrs.get("timing") or {}).get("bench_s", 0.0) for t in sorted(full.values(), key=lambda t: t.number)[3:])
+    bound *= 1 - warmup / requests
+    print(f"  pruner: median, 3 start-up trials, first checkpoint after {warmup} of {requests} completions, then every "
+          f"{every}; most it could save with that warm-up: {bound / full_s:.0%}")
+    print(f"  final ranking: best {'same' if same_best else 'DIFFERENT'}; top-3 by full-run throughput pruned: "
+          f"{top_pruned or 'none'}; full-run top 3 = model top 3: {top3 == model_top}")
+    for rank, k in enumerate(ranked, start=1):
+        t = pruned[k]
+        steps = sorted(t.intermediate_values)
+        print(f"    #{rank:<2} full {full[k].values[0]:6.1f} req/s  model {seen[[tuple(sorted(c.items())) for c in configs].index(k)]:6.1f}"
+              f"  with pruning: {t.state.name:<8} {'(last step ' + str(steps[-1]) + ')' if t.state.name == 'PRUNED' and steps else ''}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--trials", type=int, default=20, help="budget per seed for TPE and random")
-    ap.add_argument("--long", type=int, default=30, help="trials of the long TPE run")
-    ap.add_argument("--prune-trials", type=int, default=16)
-    ap.add_argument("--time-scale", default="0.25", help="SERVETUNE_STANDIN_TIME_SCALE")
-    ap.add_argument("--skip", choices=["efficiency", "pruning"], default=None)
-    args = ap.parse_args()
-    os.environ["SERVETUNE_STANDIN_TIME_SCALE"] = args.time_scale
+    ap.add_argument("--quick", action="store_true", help="about 2 minutes: fewer seeds, trials and configs")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per arm on the model landscape (default 20)")
+    ap.add_argument("--budget", type=int, default=None, help="trials per study on the model landscape (default 80; quick 60)")
+    ap.add_argument("--real-seeds", type=int, default=None, help="seeds per arm with real launches (default 2; quick 1)")
+    ap.add_argument("--real-budget", type=int, default=None, help="trials per real study (default 15; quick 10)")
+    ap.add_argument("--noise-k", type=int, default=None, help="launches of one config for the noise figure (default 5; quick 3)")
+    ap.add_argument("--prune-configs", type=int, default=None, help="configs in the pruning comparison (default 8; quick 6)")
+    ap.add_argument("--prune-requests", type=int, default=None, help="requests per pruning benchmark (default 384; quick 256)")
+    ap.add_argument("--skip", action="append", choices=["model", "real", "noise", "pruning"], default=[])
+    a = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)
+    q = a.quick
+    seeds = a.seeds or 20
+    budget = a.budget or (60 if q else 80)
+    real_seeds = a.real_seeds or (1 if q else 2)
+    real_budget = a.real_budget or (10 if q else 15)
+    noise_k = a.noise_k or (3 if q else 5)
+    prune_configs = a.prune_configs or (6 if q else 8)
+    prune_requests = a.prune_requests or (256 if q else 384)
+    os.environ["SERVETUNE_STANDIN_TIME_SCALE"] = str(TIME_SCALE)
+    os.environ["SERVETUNE_STANDIN_NOISE"] = "0"
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="servetune-eff-") as d:
         tmp = Path(d)
         os.environ["SERVETUNE_RUNS_DIR"] = str(tmp / "runs")
-        (tmp / "efficiency.yaml").write_text(WORKLOAD)
+        (tmp / "efficiency.yaml").write_text(WORKLOAD.format(requests=192))
+        (tmp / "pruning.yaml").write_text(WORKLOAD.format(requests=prune_requests).replace("name: efficiency", "name: pruning"))
         (tmp / "space.yaml").write_text(SPACE)
-        if args.skip != "efficiency":
-            efficiency(tmp, args.seeds, args.trials, args.long)
-        if args.skip != "pruning":
-            pruning(tmp, args.prune_trials, seed=7)
+        best, _, _, best_layer = true_optimum(tmp)
+        if "model" not in a.skip:
+            sampler_efficiency(tmp, best, seeds, budget)
+        if "noise" not in a.skip:
+            noise(tmp, best_layer, noise_k)
+        if "real" not in a.skip:
+            real_loop(tmp, best, real_seeds, real_budget)
+        if "pruning" not in a.skip:
+            pruning(tmp, prune_configs, prune_requests, seed=7)
+    print(f"\ntotal {time.monotonic() - t0:.0f} s")
 
 
 if __name__ == "__main__":

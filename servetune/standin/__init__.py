@@ -75,8 +75,16 @@ effect, KV capacity, start-up delay). Resolution of unset fields:
 The defaults are therefore not the optimum: at 64 concurrent requests the decode graph (32)
 is too narrow, single-use images prefer `cuda_ipc`, repeated images prefer `cpu` with the
 media cache, and a prefill/decode interval trades TTFT for throughput.
+
+**The landscape as a function.** `expected_throughput(argv, concurrency=, input_tokens=,
+output_tokens=)` replays these rules (the engine's own constants and resolution) in simulated
+time, deterministically, for a closed-loop text load, and returns the steady-window req/s a
+launch with `SERVETUNE_STANDIN_NOISE=0` serves, less the HTTP/CPU overhead of a real run
+(`servetune.standin._model`). Benchmarks use it to judge a search without launch noise.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from servetune.standin._model import Expected, expected_throughput
+
+__all__ = ["Expected", "expected_throughput"]
