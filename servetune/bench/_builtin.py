@@ -259,12 +259,15 @@ async def run_builtin_async(
                 await queue.put(await loop.run_in_executor(executor, bodies.build, warmup + index, False))
 
         try:
+            warmup_t0 = time.perf_counter()
             if warmup:
                 await _warmup(client, bodies, warmup, concurrency, workload.request_timeout_s, loop, executor)
+            warmup_s = time.perf_counter() - warmup_t0
             producer = asyncio.create_task(produce())
             while not queue.full() and not producer.done():
                 await asyncio.sleep(0.005)
             metrics = await _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio)
+            metrics = metrics.model_copy(update={"warmup_s": round(warmup_s, 4)})
             producer.cancel()
         finally:
             executor.shutdown(wait=False, cancel_futures=True)

@@ -154,6 +154,8 @@ class Metrics(BaseModel):
     """Mean requests in flight: sum of E2E latencies over the duration."""
     steady: SteadyWindow | None = None
     """Steady-state window figures (builtin client; None when too few completions)."""
+    warmup_s: float | None = None
+    """Wall time of the warm-up requests sent before the measured ones (builtin client)."""
     client_prep_s: float | None = None
     """Client's own preparation time, in seconds: for `builtin`, building request bodies (images
     included) in worker threads, ahead of the send loop; for `sglang`, the client's wall time
