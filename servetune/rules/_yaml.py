@@ -1,7 +1,7 @@
 """YAML loading that keeps line numbers, and validation errors that point at them.
 
-Only `yaml.safe_load` semantics: the text is composed with `SafeLoader` (to keep every node's
-position) and constructed with `yaml.safe_load`, so Python tags (`!!python/object`) are refused.
+Only `yaml.safe_load` semantics: the text is composed by the safe loader (keeping every node's
+position) and constructed by its safe constructor, so Python tags (`!!python/object`) are refused.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from pydantic import BaseModel, ValidationError
 from servetune.errors import SourceLocation, SpecError, did_you_mean
 
 KeyPath = tuple[Any, ...]
+
+# The safe loader (libyaml's when PyYAML has it): one parse yields the node tree, for positions,
+# and the data, built by the safe constructor (no Python tags).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class Spans(dict):
@@ -59,9 +63,10 @@ def load_yaml_with_spans(source: str | Path, text: str | None = None) -> tuple[A
             raise SpecError(f"file not found: {filename}", help="check the path") from None
         except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
             raise SpecError(f"cannot read {filename}: {exc.__class__.__name__}") from None
+    loader = _SAFE_LOADER(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         where = SourceLocation(filename, mark.line + 1, mark.column + 1) if mark else SourceLocation(filename)
@@ -75,6 +80,8 @@ def load_yaml_with_spans(source: str | Path, text: str | None = None) -> tuple[A
         where = SourceLocation(filename, mark.line + 1, mark.column + 1) if mark else SourceLocation(filename)
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(f"YAML syntax error: {problem}", location=where, help="fix the YAML syntax at that position") from None
+    finally:
+        loader.dispose()
     spans = Spans()
     if node is not None:
         spans[()] = SourceLocation(filename, node.start_mark.line + 1, node.start_mark.column + 1)

@@ -4,6 +4,7 @@ key path, what to do), exit code 1 and no traceback. The message is part of the 
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from servetune.cli import app
 from servetune.cli._run import run_app
@@ -23,9 +24,13 @@ FILES = {
     "hw_type.yaml": "gpu:\n  name: X\n  arch: sm90\n  memory_mib: lots\n",
 }
 
+# libyaml (used when PyYAML has it, as its wheels do) and pure-Python PyYAML word the problem differently.
+_SYNTAX_PROBLEM = ("did not find expected ',' or ']'" if yaml.__with_libyaml__
+                   else "expected ',' or ']', but got '<stream end>'")
+
 CASES = [
     ("rule YAML syntax", ["--rules", "{d}/syntax.yaml"],
-     "error[invalid-spec]: YAML syntax error: expected ',' or ']', but got '<stream end>'\n"
+     "error[invalid-spec]: YAML syntax error: " + _SYNTAX_PROBLEM + "\n"
      "  --> {d}/syntax.yaml:6:1\n"
      "   = help: fix the YAML syntax at that position"),
     ("rule unknown field", ["--rules", "{d}/unknown_field.yaml"],
