@@ -32,6 +32,7 @@ from servetune.schema.rule import Derived
 from servetune.versions import in_window
 
 MAX_ITERATIONS = 32
+MAX_DERIVATION_ROUNDS = 8
 
 
 class RequireViolation(ConflictError):
@@ -159,19 +160,18 @@ class _Resolver:
         for c in candidates:
             chains.setdefault(c.key, []).append(c)
         merged: dict[str, Any] = {}
-        derived_skips: list[Skipped] = []
-        for _ in range(4):
+        for _ in range(MAX_DERIVATION_ROUNDS):
             changed = False
             for key, chain in chains.items():
-                value = self._top_value(chain, merged, derived_skips if _ == 3 else None)
+                value = self._top_value(chain, merged, None)
                 if value is not UNSET and merged.get(key, UNSET) != value:
                     merged[key] = value
                     changed = True
             if not changed:
                 break
-        for key, chain in chains.items():
-            if key not in merged:
-                continue
+        derived_skips: list[Skipped] = []
+        for chain in chains.values():
+            self._top_value(chain, merged, derived_skips)
         return merged, chains, derived_skips
 
     def _top_value(self, chain: list[_Candidate], merged: dict[str, Any], skips: list[Skipped] | None) -> Any:

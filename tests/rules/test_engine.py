@@ -196,3 +196,20 @@ def test_no_rules_gives_only_the_pins():
     """use_rules=False (the tuner's SGLang-defaults baseline) applies no rule."""
     res = resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version="0.5.23", use_rules=False, sets=["max_running_requests=64"])
     assert set(res.config.fields) == {"max_running_requests"} and not res.config.env
+
+
+def test_a_derived_value_follows_its_source_or_is_skipped(tmp_path):
+    """`{from: FIELD}` copies the resolved source (clamped); with the source unset it is skipped, saying why."""
+    path = _rules_file(tmp_path, """
+rules:
+  - id: test-derived
+    summary: a
+    why: a
+    set: {cuda_graph_max_bs_prefill: {from: max_running_requests, max: 300}}
+""")
+    res = resolve_launch("qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path], sets=["max_running_requests=512"])
+    assert res.config.get("cuda_graph_max_bs_prefill").value == 300
+    res = resolve_launch("qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path])
+    assert res.config.get("cuda_graph_max_bs_prefill") is None
+    assert [s.reason for s in res.config.skipped if s.key == "cuda_graph_max_bs_prefill"] == [
+        "derived from 'max_running_requests', which is unset"]
