@@ -95,6 +95,7 @@ def evaluate(cond: Condition, lookup: Lookup, trace: list[ConditionResult] | Non
                 text += f" ({'unset' if ref_value is UNSET or ref_value is UNKNOWN else ref_value})"
             trace.append(ConditionResult(
                 condition=text,
+                path=cond.path,
                 actual=None if actual is UNSET or actual is UNKNOWN else actual,
                 ok=bool(result),
             ))

@@ -319,8 +319,8 @@ def _require_phase(r: _Resolver, merged: dict[str, Any], chains: dict[str, list[
             r.outcomes[lr.id] = RuleOutcome(rule_id=lr.id, status="not-matched", conditions=tuple(trace))
             continue
         if lr.rule.forbid:
-            culprits = [chains[a.condition.split()[0].split(".", 1)[1]][-1]
-                        for a in trace if a.condition.startswith(("field.", "env.")) and a.condition.split()[0].split(".", 1)[1] in chains]
+            names = [t.path.split(".", 1)[1] for t in trace if t.ok and t.path and t.path.startswith(("field.", "env."))]
+            culprits = [chains[name][-1] for name in names if name in chains]
             _raise_violation(lr, culprits, trace, None)
         for c in r._rule_candidates(lr, "require"):
             current = merged.get(c.key, UNSET)

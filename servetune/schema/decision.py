@@ -19,6 +19,8 @@ class ConditionResult(BaseModel):
 
     condition: str
     """The condition as text, e.g. `gpu.memory_mib >= 61440`."""
+    path: str | None = None
+    """The fact, `field.<name>` or `env.<NAME>` it tested (None for a combinator)."""
     actual: Any = None
     """The value it was compared with (None when unset)."""
     ok: bool
