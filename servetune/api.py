@@ -48,6 +48,8 @@ class Resolution:
     catalog: Catalog
     hardware: HardwareProfile
     preset: Preset | None = None
+    rules: Any = None
+    """The `RuleSet` resolved with (for `explain`)."""
 
     @property
     def pinned(self) -> frozenset[str]:
@@ -189,4 +191,4 @@ def resolve_launch(
     if env_pins:
         layers.append(LayerInput("pin", "cli --env", env_pins, reason="pinned on the command line", from_text=True))
     config = resolve(facts, rules, catalog, layers, use_rules=use_rules)
-    return Resolution(facts=facts, config=config, catalog=catalog, hardware=profile, preset=preset_obj)
+    return Resolution(facts=facts, config=config, catalog=catalog, hardware=profile, preset=preset_obj, rules=rules)

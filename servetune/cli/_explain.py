@@ -16,11 +16,7 @@ def _v(value: Any) -> str:
 
 
 def _rules_for(res, key: str) -> list:
-    from servetune.catalog import available_versions, load_catalog
-    from servetune.rules.loader import load_rules
-
-    rules = load_rules(catalogs=[load_catalog(v) for v in available_versions()])
-    return [r for r in rules.rules if key in r.rule.set]
+    return [r for r in res.rules.rules if key in r.rule.set]
 
 
 def explain(res, key: str | None, run: Path | None) -> None:
