@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import random
 import sys
@@ -14,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from servetune.standin._config import OOM_UNDER_LOAD_BATCH, OOM_UNDER_LOAD_FRACTION, Knobs, kv_capacity
+from servetune.standin import _rules
+from servetune.standin._config import Knobs, kv_capacity
 
 IMAGE_TOKENS = 1000
 MEDIA_CACHE_ENTRIES = 512
@@ -59,14 +59,12 @@ class Engine:
         self.capacity = kv_capacity(resolved)
         self.max_running = int(resolved["max_running_requests"])
         self.graph_bs = int(resolved["cuda_graph_max_bs_decode"])
-        self.chunk = int(resolved["chunked_prefill_size"])
-        if self.chunk <= 0:
-            self.chunk = 1 << 30
+        self.chunk = _rules.effective_chunk(resolved)
         self.transport = resolved["mm_feature_transport"]
         self.interval = int(resolved["prefill_decode_interval"] or 0)
         self.media_cache_on = self.transport == "cpu" and env.get("SGLANG_VLM_CACHE_SIZE_MB", "") != "0"
         self.ipc_pool_mb = _int_or(env.get("SGLANG_MM_FEATURE_CACHE_MB"), 0)
-        self.oom_under_load = float(resolved["mem_fraction_static"]) >= OOM_UNDER_LOAD_FRACTION
+        self.oom_under_load = _rules.ooms_under_load(resolved)
         self._cond = threading.Condition()
         self._queue: deque[int] = deque()
         self._ticket = 0
@@ -103,8 +101,8 @@ class Engine:
             self._ticket += 1
             self._queue.append(ticket)
             while True:
-                fits = self._kv_used + need <= self.capacity or self._running == 0
-                if self._queue[0] == ticket and self._running < self.max_running and fits:
+                if self._queue[0] == ticket and _rules.admits(kv_used=self._kv_used, need=need, capacity=self.capacity,
+                                                              running=self._running, max_running=self.max_running):
                     break
                 self._cond.wait()
             self._queue.popleft()
@@ -119,7 +117,7 @@ class Engine:
             die(CRASH_TRACE.format(n=k.crash_after))
         if k.oom_after is not None and served > k.oom_after:
             die(OOM_TRACE.format(gib=2.0))
-        if self.oom_under_load and running >= OOM_UNDER_LOAD_BATCH:
+        if _rules.oom_now(self.oom_under_load, running):
             die(OOM_TRACE.format(gib=1.25))
         return served
 
@@ -149,22 +147,14 @@ class Engine:
         return 8.0 + size_kb / 100.0
 
     def _decode_step_ms(self, batch: int, prefill_tokens: int) -> float:
-        step = 8.0 + 0.1 * batch
-        if batch > self.graph_bs:
-            step += 8.0
-        if prefill_tokens:
-            step += 3.0 + 0.002 * min(self.chunk, prefill_tokens)
-        return step
+        return _rules.decode_step_ms(batch, self.graph_bs, self.chunk, prefill_tokens)
 
     def _wait_prefill_turn(self) -> None:
         if self.interval <= 0:
             return
         with self._cond:
-            while (
-                self._last_prefill_step is not None
-                and self._decoding > 0
-                and self._steps - self._last_prefill_step < self.interval
-            ):
+            while _rules.prefill_must_wait(interval=self.interval, last_prefill_step=self._last_prefill_step,
+                                           decoding=self._decoding, steps=self._steps):
                 self._cond.wait(timeout=0.05)
             self._last_prefill_step = self._steps
 
@@ -184,7 +174,7 @@ class Engine:
                     cost = self._image_ms(url, running)
                     with self._lane:
                         self._sleep(cost, rng)
-                self._sleep(1.5 * math.ceil(tokens / self.chunk) + 0.01 * tokens, rng)
+                self._sleep(_rules.prefill_ms(tokens, self.chunk), rng)
             finally:
                 with self._cond:
                     self._prefilling -= tokens
@@ -196,7 +186,7 @@ class Engine:
             self._release(need)
 
     def _decode(self, req: Request, rng: random.Random | None) -> Iterator[int]:
-        per_chunk = max(int(self.cfg["stream_interval"]), math.ceil(req.max_tokens / self.knobs.max_chunks))
+        per_chunk = _rules.tokens_per_chunk(self.cfg["stream_interval"], req.max_tokens, self.knobs.max_chunks)
         first = min(1, req.max_tokens)
         if first:
             yield first

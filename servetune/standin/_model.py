@@ -1,7 +1,8 @@
 """The stand-in's landscape as a function: the engine's rules replayed in simulated time.
 
 `expected_throughput` runs the same admission, prefill, prefill/decode-interval and decode
-rules as `_engine.Engine` (same constants, same resolution of unset flags, same OOM rules),
+rules as `_engine.Engine` (both call `_rules`; the flags, their resolution and the memory
+rules come from `_config`),
 as a deterministic discrete-event simulation of a closed-loop text workload instead of real
 threads that sleep. It is what the server serves with `SERVETUNE_STANDIN_NOISE=0` and an idle
 CPU: a real launch measures this figure plus HTTP/CPU overhead and scheduling jitter.
@@ -11,19 +12,12 @@ It models text requests only (no images, so no feature transport or media cache)
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from servetune.standin._config import (
-    OOM_AT_START_FRACTION,
-    OOM_UNDER_LOAD_BATCH,
-    OOM_UNDER_LOAD_FRACTION,
-    build_parser,
-    kv_capacity,
-    resolve,
-)
+from servetune.standin import _rules
+from servetune.standin._config import OOM_AT_START_FRACTION, build_parser, kv_capacity, resolve
 
 
 @dataclass(frozen=True)
@@ -75,12 +69,10 @@ class _Sim:
         self.capacity = kv_capacity(cfg)
         self.max_running = int(cfg["max_running_requests"])
         self.graph_bs = int(cfg["cuda_graph_max_bs_decode"])
-        self.chunk = int(cfg["chunked_prefill_size"])
-        if self.chunk <= 0:
-            self.chunk = 1 << 30
+        self.chunk = _rules.effective_chunk(cfg)
         self.interval = int(cfg["prefill_decode_interval"] or 0)
         self.stream_interval = int(cfg["stream_interval"])
-        self.oom_under_load = float(cfg["mem_fraction_static"]) >= OOM_UNDER_LOAD_FRACTION
+        self.oom_under_load = _rules.ooms_under_load(cfg)
         self.max_chunks = max_chunks
         self.now = 0.0
         self.events: list[tuple[float, int, object]] = []
@@ -100,44 +92,39 @@ class _Sim:
         heapq.heappush(self.events, (t, self.seq, fn))
 
     def decode_step_ms(self) -> float:  # `Engine._decode_step_ms`
-        step = 8.0 + 0.1 * self.decoding
-        if self.decoding > self.graph_bs:
-            step += 8.0
-        if self.prefilling:
-            step += 3.0 + 0.002 * min(self.chunk, self.prefilling)
-        return step
+        return _rules.decode_step_ms(self.decoding, self.graph_bs, self.chunk, self.prefilling)
 
     def admit(self) -> None:  # `Engine._admit`: FCFS, head of line blocks
         while self.queue and not self.failed:
             req = self.queue[0]
-            fits = self.kv_used + req["need"] <= self.capacity or self.running == 0
-            if self.running >= self.max_running or not fits:
+            if not _rules.admits(kv_used=self.kv_used, need=req["need"], capacity=self.capacity,
+                                 running=self.running, max_running=self.max_running):
                 return
             self.queue.popleft()
             self.running += 1
             self.kv_used += req["need"]
-            if self.oom_under_load and self.running >= OOM_UNDER_LOAD_BATCH:
+            if _rules.oom_now(self.oom_under_load, self.running):
                 self.failed = "oom_under_load"
                 return
             self.waiting_prefill.append(req)
 
     def start_prefills(self) -> None:  # `Engine._wait_prefill_turn`, then the prefill sleep
         while self.waiting_prefill:
+            if _rules.prefill_must_wait(interval=self.interval, last_prefill_step=self.last_prefill_step,
+                                        decoding=self.decoding, steps=self.steps):
+                return
             if self.interval > 0:
-                if (self.last_prefill_step is not None and self.decoding > 0
-                        and self.steps - self.last_prefill_step < self.interval):
-                    return
                 self.last_prefill_step = self.steps
             req = self.waiting_prefill.popleft()
             tokens = req["tokens"]
             self.prefilling += tokens
-            self.at(self.now + 1.5 * math.ceil(tokens / self.chunk) + 0.01 * tokens, lambda r=req: self.prefill_done(r))
+            self.at(self.now + _rules.prefill_ms(tokens, self.chunk), lambda r=req: self.prefill_done(r))
 
     def prefill_done(self, req) -> None:
         self.prefilling -= req["tokens"]
         self.decoding += 1
         out = req["max_tokens"]
-        req["per_chunk"] = max(self.stream_interval, math.ceil(out / self.max_chunks))
+        req["per_chunk"] = _rules.tokens_per_chunk(self.stream_interval, out, self.max_chunks)
         req["left"] = out - min(1, out)  # the first token is sent at once
         self.next_chunk(req)
 

@@ -10,6 +10,8 @@ stays FAIL with its failure record; only the sampler's view changes, and no scor
 from __future__ import annotations
 
 import copy
+import math
+import warnings
 from typing import Any
 
 import optuna
@@ -64,3 +66,41 @@ class FailureAwareTPESampler(TPESampler):
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         return super().sample_independent(_FailuresAsInfeasible(study), trial, param_name, param_distribution)
+
+
+def gamma_quarter(n: int) -> int:
+    """TPE's "good" group: the best quarter of the finished trials (at most 25). Optuna's
+    default is a tenth, which leaves a single good trial for the first 10-19 trials."""
+    return min(math.ceil(0.25 * n), 25)
+
+
+# The default TPE set-up, chosen on the stand-in landscape with benchmarks/tuner_efficiency.py
+# part 1a (20 seeds per arm, two workload shapes; docs/tuning.md has the figures). The two
+# enqueued baselines are the start-up trials: TPE models from the third trial on.
+TPE_SETUP: dict[str, Any] = {
+    "multivariate": True,
+    "group": True,
+    "n_ei_candidates": 64,
+    "gamma": gamma_quarter,
+}
+DEFAULT_N_STARTUP_TRIALS = 2
+
+
+def describe_tpe(n_startup_trials: int = DEFAULT_N_STARTUP_TRIALS) -> str:
+    """The set-up as one line, for logs and benchmark output."""
+    parts = [f"{k}={v.__name__ if callable(v) else v}" for k, v in TPE_SETUP.items()]
+    return f"FailureAwareTPESampler({', '.join(parts)}, n_startup_trials={n_startup_trials})"
+
+
+def make_tpe_sampler(seed: int | None, *, n_startup_trials: int = DEFAULT_N_STARTUP_TRIALS, constraints_func=None) -> FailureAwareTPESampler:
+    """The tuner's TPE sampler with the default set-up (`TPE_SETUP`)."""
+    kwargs = dict(seed=seed, n_startup_trials=n_startup_trials, constraints_func=constraints_func, **TPE_SETUP)
+    with warnings.catch_warnings():
+        # optuna 4.9 deprecated `gamma` (removal planned for 6.0); it still works, and a release
+        # without it falls back to Optuna's default split below
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            return FailureAwareTPESampler(**kwargs)
+        except TypeError:
+            kwargs.pop("gamma")
+            return FailureAwareTPESampler(**kwargs)

@@ -64,7 +64,7 @@ class TuneOptions:
     confirm_rounds: int = 2
     finalists: int = 1
     startup_timeout_s: float | None = None
-    n_startup_trials: int = 5
+    n_startup_trials: int = 2  # the two enqueued baselines (see _sampler.TPE_SETUP)
     enqueue_baselines: bool = True
 
 
@@ -260,30 +260,21 @@ class Tuner:
             raise SpecError(f"unknown sampler {self.o.sampler!r}", help="use tpe or random")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            from servetune.tuner._sampler import FailureAwareTPESampler
+            from servetune.tuner._sampler import make_tpe_sampler
 
             # optuna >= 5 takes constraints per trial (`Trial.set_constraint`), older ones a constraints_func
             legacy = self.slos and not hasattr(optuna.trial.Trial, "set_constraint")
-            return FailureAwareTPESampler(
-                seed=seed, multivariate=True, group=True, n_startup_trials=self.o.n_startup_trials,
-                constraints_func=_constraints if legacy else None,
-            )
+            return make_tpe_sampler(seed, n_startup_trials=self.o.n_startup_trials,
+                                    constraints_func=_constraints if legacy else None)
 
     def _pruner(self):
         import optuna
 
         if not self.o.prune or len(self.objectives) > 1:
             return optuna.pruners.NopPruner()
-        # steps are completed requests; before a quarter of the run (at least two waves of the
-        # workload's concurrency) partial throughput is mostly ramp-up
-        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=self._warmup_steps)
+        from servetune.tuner._pruning import BestRelativePruner
 
-    @property
-    def _warmup_steps(self) -> int:
-        # steps are completed requests; before a quarter of the run (at least two waves of the
-        # workload's concurrency) partial throughput is mostly ramp-up
-        requests = self.o.requests or self.workload.requests
-        return min(max(requests // 4, 2 * (self.workload.max_concurrency or 0)), requests // 2)
+        return BestRelativePruner()
 
     def _meta(self) -> dict[str, Any]:
         facts = getattr(self.rules_res, "facts", None)
@@ -434,27 +425,31 @@ class Tuner:
         if prior is not None:
             return self._reuse(trial, prior)
 
-        # The pruner is asked at a few checkpoints only: each ask reads the study, and on a small
-        # box that work would slow the benchmark client it shares the CPU with.
-        every = max(1, (self.o.requests or self.workload.requests) // 8)
-        next_check = [self._warmup_steps]
+        # The pruner is asked at a few checkpoints only (every twelfth of the run): each ask reads
+        # the study, and on a small box that work would slow the benchmark client it shares the
+        # CPU with. It is asked only once the steady window holds a full wave (`window_ready`).
+        from servetune.tuner._pruning import Checkpoints
+
+        points = Checkpoints(self.o.requests or self.workload.requests, self.workload.max_concurrency)
 
         def should_stop(step: int, partial: Any) -> bool:
             if self._stop.is_set():
                 return True
-            if not self._prunable or step < next_check[0]:
+            if not self._prunable or not points.grid or step < points.grid[0]:
                 return False
-            # report on a fixed grid of steps, so the pruner compares trials at equal progress
-            checkpoint = next_check[0]
-            while next_check[0] <= step:
-                next_check[0] += every
             from servetune.tuner.objectives import flatten_metrics
 
-            value = self.objectives[0].value(flatten_metrics(partial))
-            if value is None:
+            flat = flatten_metrics(partial)
+            checkpoint = points.due(step, flat)
+            value = self.objectives[0].value(flat)
+            if checkpoint is None or value is None:
                 return False
             trial.report(value, checkpoint)
-            return trial.should_prune()
+            if not trial.should_prune():
+                return False
+            trial.set_user_attr("pruned_at", {"step": checkpoint, "value": value,
+                                              "steady_completed": flat.get("steady_completed")})
+            return True
 
         m = measure(
             res, workload=self.workload, slot=slot, run_dir=trial_dir,
@@ -562,6 +557,10 @@ class Tuner:
             self.on_event("confirm_skip", {"why": "the baseline has no measurement (it failed)"})
             return None
         ranked = rank_feasible(trials, self.objectives)
+        if baseline.feasible and baseline.values:
+            # a finalist must have beaten the baseline in the study: one ranked below it would
+            # only win the re-measurement by noise
+            ranked = ranked[:ranked.index(baseline)] if baseline in ranked else ranked
         finalists, seen = [], {baseline.config_hash}
         for t in ranked:
             if t.config_hash in seen:

@@ -1,0 +1,87 @@
+"""Pruning: stop a trial only when it is clearly worse than the best finished trial, on enough data.
+
+The benchmark reports partial metrics as requests complete. The tuner asks the pruner on a
+fixed grid of completed requests (`checkpoints`: every twelfth of the measured requests), so
+trials are compared at equal progress, and only once the partial steady window holds at least
+one full wave of completions (`window_ready`: `steady_completed >= concurrency`); before that
+the window is ramp-up (on the H200, the old median pruner stopped trials whose window held 5-9
+completions). At each such checkpoint `BestRelativePruner` stops a trial whose partial value
+is worse than `margin` x the best value that a *finished* (COMPLETE) trial reported at the same
+checkpoint. The baselines (`source` rules/defaults) are never pruned, so the reference exists
+from the first sampled trial on. A pruned trial is stored PRUNED with its partial metrics; it
+is never a score and never the best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import optuna
+from optuna.pruners import BasePruner
+from optuna.trial import TrialState
+
+PRUNE_MARGIN = 0.85
+"""Prune below 85% of the best finished trial at the same step (maximize; minimize: above best/0.85)."""
+CHECKPOINTS_PER_RUN = 12
+PROTECTED_SOURCES = ("rules", "defaults")
+
+
+def checkpoints(requests: int, per_run: int = CHECKPOINTS_PER_RUN) -> list[int]:
+    """Completed-request counts at which the pruner may decide: k/per_run of the run, k < per_run."""
+    return sorted({max(1, round(requests * k / per_run)) for k in range(1, per_run)} - {requests})
+
+
+def window_ready(partial: Mapping[str, Any], concurrency: int | None) -> bool:
+    """True once the partial steady window holds at least one full wave (`concurrency`) of completions."""
+    return int(partial.get("steady_completed") or 0) >= max(1, int(concurrency or 1))
+
+
+class Checkpoints:
+    """Which partial results of one trial go to the pruner: the first report at or after each
+    grid step, and only once the steady window holds a full wave; `due` gives the step to report
+    it under (the grid step, so trials compare at equal progress), or None."""
+
+    def __init__(self, requests: int, concurrency: int | None) -> None:
+        self.grid = checkpoints(requests)
+        self.concurrency = concurrency
+
+    def due(self, step: int, partial: Mapping[str, Any]) -> int | None:
+        if not self.grid or step < self.grid[0]:
+            return None
+        checkpoint = max(c for c in self.grid if c <= step)
+        self.grid = [c for c in self.grid if c > step]
+        return checkpoint if window_ready(partial, self.concurrency) else None
+
+
+class BestRelativePruner(BasePruner):
+    """Prune a trial whose value at a step is worse than `margin` x the best COMPLETE trial's
+    value at that same step; never a baseline, never without a finished reference."""
+
+    def __init__(self, margin: float = PRUNE_MARGIN, protected_sources: tuple[str, ...] = PROTECTED_SOURCES) -> None:
+        if not 0.0 < margin <= 1.0:
+            raise ValueError(f"margin must be in (0, 1], got {margin}")
+        self.margin = margin
+        self.protected_sources = protected_sources
+
+    def reference(self, study: optuna.Study, step: int) -> float | None:
+        """The best value a finished trial reported at `step` (None: none did)."""
+        values = [t.intermediate_values[step] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                  if step in t.intermediate_values]
+        if not values:
+            return None
+        return max(values) if study.direction == optuna.study.StudyDirection.MAXIMIZE else min(values)
+
+    def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+        if trial.user_attrs.get("source") in self.protected_sources:
+            return False
+        step = trial.last_step
+        if step is None:
+            return False
+        value = trial.intermediate_values[step]
+        best = self.reference(study, step)
+        if best is None:
+            return False
+        if study.direction == optuna.study.StudyDirection.MAXIMIZE:
+            return value < self.margin * best
+        return value > best / self.margin

@@ -1,0 +1,134 @@
+"""The pruner's rule: decide only on a full wave of steady completions, never prune a baseline,
+prune a trial clearly worse than the best finished one at the same step."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.tuner.conftest import WORKLOAD
+from servetune.tuner._pruning import PRUNE_MARGIN, BestRelativePruner, Checkpoints, checkpoints, window_ready
+
+
+def _study(direction: str = "maximize") -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    return optuna.create_study(direction=direction, pruner=BestRelativePruner())
+
+
+def _finished(study: optuna.Study, values: dict[int, float], final: float, source: str = "sampler") -> None:
+    t = study.ask()
+    t.set_user_attr("source", source)
+    for step, v in values.items():
+        t.report(v, step)
+    study.tell(t, final)
+
+
+def _running(study: optuna.Study, step: int, value: float, source: str = "sampler"):
+    t = study.ask()
+    t.set_user_attr("source", source)
+    t.report(value, step)
+    return t
+
+
+def test_checkpoint_grid_is_twelfths_of_the_run():
+    assert checkpoints(384) == [32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352]
+    assert checkpoints(12) == list(range(1, 12))
+
+
+def test_never_decides_before_one_wave_in_the_steady_window():
+    points = Checkpoints(384, concurrency=64)
+    # ramp-up: the steady window holds fewer completions than one wave at every checkpoint
+    for step, in_window in ((32, 0), (64, 0), (96, 20), (128, 52), (150, 63)):
+        assert points.due(step, {"steady_completed": in_window}) is None
+    assert not window_ready({"steady_completed": 63}, 64)
+    assert window_ready({"steady_completed": 64}, 64)
+    # the first decision: reported under its grid step, later steps of the same grid point skipped
+    assert points.due(165, {"steady_completed": 70}) == 160
+    assert points.due(170, {"steady_completed": 75}) is None
+    assert points.due(199, {"steady_completed": 100}) == 192
+
+
+def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path, monkeypatch, space_file):
+    """`Tuner.run` with `loop.measure` replaced by synthetic partial results: the baseline is
+    slow and completes; a trial at half its throughput is pruned at the first checkpoint whose
+    steady window holds a full wave (64), not before; PRUNED trials keep partial metrics."""
+    from servetune.tuner import TuneOptions, Tuner, loop
+    from servetune.tuner._evaluate import Measurement
+
+    monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    workload_file = tmp_path / "w.yaml"
+    workload_file.write_text(WORKLOAD.replace("requests: 128", "requests: 384"))
+    calls = []
+
+    def fake_measure(res, *, workload, should_stop, **_):
+        baseline = not calls
+        calls.append(baseline)
+        value = 100.0 if baseline else 50.0
+        for step in range(2, workload.requests + 1, 2):  # the builtin client asks every requests//50
+            partial = {"comparable_request_throughput": value, "completed": step,
+                       "steady_completed": max(0, int(0.9 * step) - 64)}
+            if step < workload.requests and should_stop(step, partial):
+                return Measurement(metrics={**partial, "stopped_early": True}, stopped_early=True)
+        return Measurement(metrics={"comparable_request_throughput": value, "completed": workload.requests})
+
+    monkeypatch.setattr(loop, "measure", fake_measure)
+    tuner = Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload=str(workload_file), space_file=str(space_file),
+                              trials=4, seed=1, confirm_rounds=0, run_dir=tmp_path / "study", client="builtin"))
+    tuner.run()
+    trials = tuner.study.get_trials(deepcopy=False)
+    base = [t for t in trials if t.user_attrs.get("source") == "rules"]
+    assert base and base[0].state == TrialState.COMPLETE
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned, [t.state for t in trials]
+    for t in pruned:
+        at = t.user_attrs["pruned_at"]
+        assert at["steady_completed"] >= 64  # a full wave (max_concurrency 64) inside the window
+        assert min(t.intermediate_values) == at["step"]  # the first report was the decision
+        assert t.user_attrs["metrics"]["comparable_request_throughput"] == 50.0
+    result = tuner.result()
+    assert result.best is not None and result.best.state == "COMPLETE"
+
+
+def test_prunes_a_clearly_worse_trial_at_the_same_step():
+    study = _study()
+    _finished(study, {160: 100.0, 192: 101.0}, 100.0, source="rules")
+    worse = _running(study, 160, 60.0)
+    assert worse.should_prune() is True
+    close = _running(study, 160, 0.9 * 100.0)
+    assert close.should_prune() is False
+    edge = _running(study, 160, PRUNE_MARGIN * 100.0)
+    assert edge.should_prune() is False  # at the margin: kept
+
+
+def test_never_prunes_the_baselines():
+    study = _study()
+    _finished(study, {160: 100.0}, 100.0, source="sampler")
+    for source in ("rules", "defaults"):
+        t = _running(study, 160, 10.0, source=source)
+        assert t.should_prune() is False
+
+
+def test_no_finished_reference_no_pruning():
+    study = _study()
+    # a pruned trial's (or a running one's) values are no reference; only COMPLETE trials are
+    pruned = study.ask()
+    pruned.report(500.0, 160)
+    study.tell(pruned, state=TrialState.PRUNED)
+    t = _running(study, 160, 10.0)
+    assert t.should_prune() is False
+    # a reference at another step does not count either
+    _finished(study, {192: 100.0}, 100.0)
+    assert t.should_prune() is False
+
+
+def test_minimize_prunes_clearly_higher_values():
+    study = _study("minimize")
+    _finished(study, {160: 100.0}, 100.0, source="rules")
+    assert _running(study, 160, 130.0).should_prune() is True
+    assert _running(study, 160, 110.0).should_prune() is False
+
+
+def test_margin_is_checked():
+    with pytest.raises(ValueError):
+        BestRelativePruner(margin=1.5)
