@@ -147,6 +147,16 @@ def _launches_to(values, target: float) -> int | None:
     return None
 
 
+def random_exact(total: int, good: int, p: float = 0.5) -> int:
+    """Launches random search needs to reach a good config with probability `p`, exactly: random
+    search relaunches no config (a duplicate is reused), so its launches are the order of first
+    draws, a random permutation of the grid; P(none of the first l is good) = C(N-l, K) / C(N, K).
+    The 20-seed median of the random arm scatters around this by several launches."""
+    from math import comb
+
+    return next(n for n in range(1, total + 1) if 1 - comb(total - n, good) / comb(total, good) >= p)
+
+
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return q[0], statistics.median(xs), q[2]
@@ -181,7 +191,7 @@ def true_optimum(tmp: Path, workload: str = "efficiency.yaml", label: str = "") 
 
 
 def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int, workload: str = "efficiency.yaml",
-                       label: str = "") -> dict[str, list[int]]:
+                       label: str = "", good: int | None = None, total: int | None = None) -> dict[str, list[int]]:
     from servetune.tuner import Tuner, loop
     from servetune.tuner._sampler import describe_tpe
 
@@ -216,6 +226,11 @@ def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int, workload
     ratio = medians["tpe"] / medians["random"]
     bound = "<= " if medians["random"] > budget else ""  # random's median censored: its true median is larger
     print(f"  ratio of medians TPE/random {bound}{ratio:.2f}  (goal <= 0.33: {'met' if ratio <= 1 / 3 else 'NOT met'})")
+    if good and total:
+        exact = random_exact(total, good)
+        print(f"  random search's exact median: {exact} launches (quartiles {random_exact(total, good, 0.25)}-"
+              f"{random_exact(total, good, 0.75)}; {good} of {total} configs reach 98%); TPE median / exact "
+              f"{medians['tpe'] / exact:.2f}  (goal <= 0.33: {'met' if medians['tpe'] / exact <= 1 / 3 else 'NOT met'})")
     return counts
 
 
@@ -277,7 +292,8 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
 
     from servetune.standin import expected_throughput
     from servetune.tuner import Tuner
-    from servetune.tuner._pruning import CHECKPOINTS_PER_RUN, PRUNE_MARGIN
+    from servetune.tuner._pruning import CHECKPOINTS_PER_RUN, PRUNE_MARGIN, window_needs
+    from servetune.tuner.space import encode_params
 
     # a realistic sequence: the baselines first (as every study), then configs drawn at random
     # from the grid (OOM ones included: they die at start and cost no benchmark time)
@@ -298,7 +314,7 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
                                prune=prune, enqueue=True))
         tuner.prepare()
         for layer in configs:
-            tuner.study.enqueue_trial(layer)
+            tuner.study.enqueue_trial(encode_params(tuner.space, layer))  # ordinal choices are stored as indices
         tuner.run()
         study = optuna.load_study(study_name=name, storage=tuner.storage_url)
         results[prune] = {t.number: t for t in study.trials}
@@ -324,7 +340,7 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
     print(f"\n== 2. benchmark time saved by pruning: baselines + {len(configs)} configs drawn at random from the grid "
           f"(seed {seed}), {requests} requests at concurrency 64, same list in both studies ({time.monotonic() - t0:.0f} s) ==")
     print(f"  pruner: BestRelativePruner, margin {PRUNE_MARGIN:.0%} of the best finished trial at the same step; checkpoints every "
-          f"1/{CHECKPOINTS_PER_RUN} of the run once the steady window holds >= 64 completions; baselines never pruned")
+          f"1/{CHECKPOINTS_PER_RUN} of the run once the steady window holds >= {window_needs(64)} completions; baselines never pruned")
     print(f"  benchmark seconds: no pruning {full_s:.1f}, pruning {pruned_s:.1f} ({n_pruned} of {len(measured)} launched "
           f"and measured pruned; {fails} failed in both): saved {saved:.0%} (goal >= 50%: {'met' if saved >= 0.5 else 'NOT met'})")
     first = min((min(t.intermediate_values) for t in pruned.values() if t.intermediate_values), default=None)
@@ -333,7 +349,7 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
         cap = sum((t.user_attrs.get("timing") or {}).get("bench_s", 0.0) for t in full.values()
                   if t.user_attrs.get("source") not in ("rules", "defaults")) * (1 - first / requests)
         print(f"  first decision at {first}/{requests} completions ({first / requests:.0%} of the run: the partial steady window "
-              f"first holds a full wave there); most it could save here: {cap / full_s:.0%}")
+              f"first holds the gate there); most it could save here: {cap / full_s:.0%}")
     print(f"  final ranking: best {'same' if same_best else 'DIFFERENT'}; top 3 by full-run throughput pruned: "
           f"{top_pruned or 'none'}; top 3 unchanged: {same_top3}")
     for rank, n in enumerate(ranked, start=1):
@@ -357,6 +373,9 @@ def main() -> None:
     ap.add_argument("--prune-configs", type=int, default=None, help="random configs in the pruning comparison (default 10; quick 6)")
     ap.add_argument("--prune-requests", type=int, default=None, help="requests per pruning benchmark (default 384)")
     ap.add_argument("--prune-seed", type=int, default=7, help="seed of the random configs in the pruning comparison")
+    ap.add_argument("--prune-waves", type=float, default=None,
+                    help="waves of completions the steady window must hold before the first pruning decision "
+                         "(default: the tuner's MIN_WINDOW_WAVES)")
     ap.add_argument("--skip", action="append", choices=["model", "second", "real", "noise", "pruning"], default=[],
                     help="leave out a part (second: the second landscape of part 1a)")
     a = ap.parse_args()
@@ -384,18 +403,22 @@ def main() -> None:
                                     .replace("output_tokens: 64", f"output_tokens: {out}"))
         (tmp / "pruning.yaml").write_text(WORKLOAD.format(requests=prune_requests).replace("name: efficiency", "name: pruning"))
         (tmp / "space.yaml").write_text(SPACE)
-        best, _, _, best_layer = true_optimum(tmp, LANDSCAPES[0][1], LANDSCAPES[0][0])
+        best, good, total, best_layer = true_optimum(tmp, LANDSCAPES[0][1], LANDSCAPES[0][0])
         if "model" not in a.skip:
-            sampler_efficiency(tmp, best, seeds, budget, LANDSCAPES[0][1], LANDSCAPES[0][0])
+            sampler_efficiency(tmp, best, seeds, budget, LANDSCAPES[0][1], LANDSCAPES[0][0], good, total)
             for label, name, *_ in LANDSCAPES[1:]:
                 if "second" not in a.skip:
-                    b2, *_ = true_optimum(tmp, name, label)
-                    sampler_efficiency(tmp, b2, seeds, budget, name, label)
+                    b2, good2, total2, _ = true_optimum(tmp, name, label)
+                    sampler_efficiency(tmp, b2, seeds, budget, name, label, good2, total2)
         if "noise" not in a.skip:
             noise(tmp, best_layer, noise_k)
         if "real" not in a.skip:
             real_loop(tmp, best, real_seeds, real_budget)
         if "pruning" not in a.skip:
+            if a.prune_waves is not None:
+                from servetune.tuner import _pruning
+
+                _pruning.MIN_WINDOW_WAVES = a.prune_waves
             pruning(tmp, prune_configs, prune_requests, seed=a.prune_seed)
     print(f"\ntotal {time.monotonic() - t0:.0f} s")
 

@@ -24,6 +24,10 @@ from optuna.trial import TrialState
 PRUNE_MARGIN = 0.85
 """Prune below 85% of the best finished trial at the same step (maximize; minimize: above best/0.85)."""
 CHECKPOINTS_PER_RUN = 12
+MIN_WINDOW_WAVES = 1.0
+"""Waves (x concurrency) of completions the partial steady window must hold before the first decision."""
+MIN_WINDOW_COMPLETIONS = 32
+"""Floor for a gate below one wave: never fewer completions than this (or a full wave, if smaller)."""
 PROTECTED_SOURCES = ("rules", "defaults")
 
 
@@ -32,9 +36,20 @@ def checkpoints(requests: int, per_run: int = CHECKPOINTS_PER_RUN) -> list[int]:
     return sorted({max(1, round(requests * k / per_run)) for k in range(1, per_run)} - {requests})
 
 
-def window_ready(partial: Mapping[str, Any], concurrency: int | None) -> bool:
-    """True once the partial steady window holds at least one full wave (`concurrency`) of completions."""
-    return int(partial.get("steady_completed") or 0) >= max(1, int(concurrency or 1))
+def window_needs(concurrency: int | None, waves: float | None = None) -> int:
+    """Completions the partial steady window must hold before the pruner decides: `waves` (default
+    `MIN_WINDOW_WAVES`) x concurrency, and below one wave never fewer than `MIN_WINDOW_COMPLETIONS`
+    (or the full wave when that is smaller)."""
+    import math
+
+    conc = max(1, int(concurrency or 1))
+    waves = MIN_WINDOW_WAVES if waves is None else waves
+    return max(1, math.ceil(waves * conc), min(conc, MIN_WINDOW_COMPLETIONS))
+
+
+def window_ready(partial: Mapping[str, Any], concurrency: int | None, waves: float | None = None) -> bool:
+    """True once the partial steady window holds `window_needs(concurrency, waves)` completions."""
+    return int(partial.get("steady_completed") or 0) >= window_needs(concurrency, waves)
 
 
 class Checkpoints:

@@ -28,7 +28,17 @@ from servetune.errors import ConflictError, SpecError, TuningError
 from servetune.tuner import _storage
 from servetune.tuner._evaluate import Failure, Measurement, Slot, config_hash, measure
 from servetune.tuner.objectives import Objective, Slo, parse_objectives, parse_slo
-from servetune.tuner.space import ResolvedSpace, baseline_params, build_space, default_space_name, load_shipped_space, suggest
+from servetune.tuner.space import (
+    ResolvedSpace,
+    baseline_params,
+    build_space,
+    decode_params,
+    default_space_name,
+    encode_params,
+    load_shipped_space,
+    ordinal_values,
+    suggest,
+)
 
 SOURCES_BASELINE = ("rules", "defaults")
 
@@ -304,18 +314,33 @@ class Tuner:
             problems.append("search space differs")
         if meta.get("workload") not in (None, self.workload.name):
             problems.append(f"workload {meta.get('workload')!r} vs {self.workload.name!r}")
+        if self._categorical_ordinals():
+            problems.append(f"{', '.join(self._categorical_ordinals())} stored as categories (a study made before numeric "
+                            "choices were searched through an ordered index)")
         if problems:
             raise TuningError(
                 f"study {self.study_name!r} in {self.storage_url} was created with other settings: {'; '.join(problems)}",
                 help="resume with the same options, or pass a new --study NAME",
             )
 
+    def _categorical_ordinals(self) -> list[str]:
+        """Ordinal choices (`ordinal_values`) that this study's trials store as categories."""
+        from optuna.distributions import CategoricalDistribution
+
+        names = {n for n, p in self.space.params.items() if ordinal_values(p.distribution) is not None}
+        old = set()
+        for t in self.study.get_trials(deepcopy=False):
+            old |= {n for n in names if isinstance(t.distributions.get(n), CategoricalDistribution)}
+        return sorted(old)
+
     def _enqueue_baselines(self) -> None:
         defaults_res = self.resolve({}, use_rules=False)
         for source, res in (("rules", self.rules_res), ("defaults", defaults_res)):
             decided = {**res.requested(), **res.env()}
             params, fixed = baseline_params(self.space, decided)
-            self.study.enqueue_trial(params, user_attrs={"source": source, "fixed": fixed})
+            # an ordinal choice is stored as its index (`encode_params`); values outside the
+            # space stay under `fixed`
+            self.study.enqueue_trial(encode_params(self.space, params), user_attrs={"source": source, "fixed": fixed})
 
     # ---------------------------------------------------------------- loop
 
@@ -408,6 +433,7 @@ class Tuner:
             layer = {k: v for k, v in params.items() if v is not None}
             trial.set_user_attr("source", source)
         trial.set_user_attr("layer", layer)
+        trial.set_user_attr("params", params)  # real values (Optuna stores an ordinal choice's index)
         trial_dir = self.run_dir / f"trial-{trial.number:04d}"
         trial.set_user_attr("run_dir", str(trial_dir.resolve()))
         self.on_event("trial_start", {"number": trial.number, "source": source, "params": params, "slot": slot.index})
@@ -427,7 +453,7 @@ class Tuner:
 
         # The pruner is asked at a few checkpoints only (every twelfth of the run): each ask reads
         # the study, and on a small box that work would slow the benchmark client it shares the
-        # CPU with. It is asked only once the steady window holds a full wave (`window_ready`).
+        # CPU with. It is asked only once the steady window holds a full wave (`window_ready`, `MIN_WINDOW_WAVES`).
         from servetune.tuner._pruning import Checkpoints
 
         points = Checkpoints(self.o.requests or self.workload.requests, self.workload.max_concurrency)
@@ -535,7 +561,7 @@ class Tuner:
 
     def _emit(self, number: int) -> None:
         t = self.study._storage.get_trial(self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number))
-        s = summarize_trial(t, self.objectives, self.slos)
+        s = summarize_trial(t, self.objectives, self.slos, self.space.as_dict())
         best = self._best_so_far()
         self.on_event("trial", {"number": number, "state": s.state, "values": s.values, "failure": s.failure,
                                 "feasible": s.feasible, "params": s.params, "source": s.source,
@@ -544,14 +570,16 @@ class Tuner:
                                 "done": self._budget_used(running=False), "total": self.o.trials})
 
     def _best_so_far(self) -> TrialSummary | None:
-        trials = [summarize_trial(t, self.objectives, self.slos) for t in self.study.get_trials(deepcopy=False)]
+        space = self.space.as_dict()
+        trials = [summarize_trial(t, self.objectives, self.slos, space) for t in self.study.get_trials(deepcopy=False)]
         return pick_best(trials, self.objectives)
 
     # ---------------------------------------------------------------- confirmation
 
     def confirm(self) -> dict[str, Any] | None:
         """Re-measure the finalists interleaved with the rules baseline (B F1 .. Fk, repeated)."""
-        trials = [summarize_trial(t, self.objectives, self.slos) for t in self.study.get_trials(deepcopy=False)]
+        space = self.space.as_dict()
+        trials = [summarize_trial(t, self.objectives, self.slos, space) for t in self.study.get_trials(deepcopy=False)]
         baseline = _baseline(trials, "rules") or _baseline(trials, "defaults")
         if baseline is None:
             self.on_event("confirm_skip", {"why": "the baseline has no measurement (it failed)"})
@@ -626,8 +654,9 @@ def _constraints(frozen_trial) -> list[float]:
     return list(frozen_trial.user_attrs.get("constraints") or [])
 
 
-def summarize_trial(t, objectives, slos=()) -> TrialSummary:
-    """A `FrozenTrial` as a `TrialSummary` (feasible = COMPLETE and every SLO met)."""
+def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None) -> TrialSummary:
+    """A `FrozenTrial` as a `TrialSummary` (feasible = COMPLETE and every SLO met); `space` (the
+    study's, as stored in its metadata) maps ordinal choices' indices back to their values."""
     state = t.state.name
     constraints = t.user_attrs.get("constraints") or []
     feasible = state == "COMPLETE" and all(c <= 0 for c in constraints)
@@ -639,7 +668,7 @@ def summarize_trial(t, objectives, slos=()) -> TrialSummary:
     if state == "COMPLETE" and not feasible:
         note = (note + "; " if note else "") + "violates an SLO"
     return TrialSummary(
-        number=t.number, state=state, source=t.user_attrs.get("source", "sampler"), params=dict(t.params),
+        number=t.number, state=state, source=t.user_attrs.get("source", "sampler"), params=decode_params(t.params, t.distributions, space or {}),
         fixed=dict(t.user_attrs.get("fixed") or {}), values=list(t.values) if t.values is not None else None,
         metrics=t.user_attrs.get("metrics"), failure=_storage.failure_of(t),
         feasible=feasible, config_hash=t.user_attrs.get("config_hash"), layer=dict(t.user_attrs.get("layer") or {}), note=note,
@@ -694,7 +723,7 @@ def load_result(study, storage_url: str) -> TuneResult:
     objectives = _objectives_from_meta(meta)
     if not objectives:
         raise TuningError(f"study {study.study_name!r} was not made by servetune tune (no metadata)")
-    trials = [summarize_trial(t, objectives) for t in study.get_trials(deepcopy=False)]
+    trials = [summarize_trial(t, objectives, (), meta.get("space") or {}) for t in study.get_trials(deepcopy=False)]
     confirmation = study.user_attrs.get("confirmation")
     best = pick_best(trials, objectives)
     if confirmation:

@@ -132,3 +132,16 @@ def test_minimize_prunes_clearly_higher_values():
 def test_margin_is_checked():
     with pytest.raises(ValueError):
         BestRelativePruner(margin=1.5)
+
+
+def test_a_gate_below_one_wave_keeps_a_floor_of_completions():
+    from servetune.tuner._pruning import MIN_WINDOW_COMPLETIONS, window_needs
+
+    assert window_needs(64) == 64  # the default: one full wave
+    assert window_needs(64, waves=0.5) == 32
+    assert window_needs(128, waves=0.5) == 64
+    # never down to the H200 study's 5-9 completions: a floor of MIN_WINDOW_COMPLETIONS, or a full wave when smaller
+    assert window_needs(16, waves=0.5) == 16
+    assert window_needs(48, waves=0.25) == MIN_WINDOW_COMPLETIONS
+    assert not window_ready({"steady_completed": 31}, 64, waves=0.5)
+    assert window_ready({"steady_completed": 32}, 64, waves=0.5)
