@@ -3,7 +3,8 @@
 The benchmark reports partial metrics as requests complete. The tuner asks the pruner on a
 fixed grid of completed requests (`checkpoints`: every twelfth of the measured requests), so
 trials are compared at equal progress, and only once the partial steady window holds at least
-one full wave of completions (`window_ready`: `steady_completed >= concurrency`); before that
+one full wave of completions (`window_ready`: `steady_completed >= concurrency`, `MIN_WINDOW_WAVES`;
+half a wave was measured and rejected: its partial values were 81-85% of the full run's); before that
 the window is ramp-up (on the H200, the old median pruner stopped trials whose window held 5-9
 completions). At each such checkpoint `BestRelativePruner` stops a trial whose partial value
 is worse than `margin` x the best value that a *finished* (COMPLETE) trial reported at the same
