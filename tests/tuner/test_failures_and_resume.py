@@ -40,7 +40,9 @@ def test_resume_after_kill_9_keeps_completed_trials_and_fails_the_interrupted_on
     run_dir = tmp_path / "run"
     storage = f"sqlite:///{run_dir / 'study.db'}"
     argv = tune_argv(workload_file, space_file, run_dir, "--confirm", "0", "--no-prune", trials=5)
-    proc = subprocess.Popen(argv, env=tune_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # every start-up takes 3 s, so the kill below lands while the trial it saw running still runs
+    slow_start = {**tune_env, "SERVETUNE_STANDIN_START_DELAY_S": "3"}
+    proc = subprocess.Popen(argv, env=slow_start, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def two_done_one_running():
         if not (run_dir / "study.db").exists():
