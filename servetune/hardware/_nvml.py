@@ -70,10 +70,6 @@ class NvmlApi:
         """Total memory in bytes."""
         return int(self._nvml.nvmlDeviceGetMemoryInfo(self._h(i)).total)
 
-    def memory_used(self, i: int) -> int:
-        """Used memory in bytes."""
-        return int(self._nvml.nvmlDeviceGetMemoryInfo(self._h(i)).used)
-
     def uuid(self, i: int) -> str:
         """Device UUID."""
         return _text(self._nvml.nvmlDeviceGetUUID(self._h(i)))
@@ -187,12 +183,3 @@ def detect(record_to: str | Path | None = None, replay_from: str | Path | None =
         api.save(record_to)
     return profile
 
-
-def gpu_memory_used_mib(indexes: list[int] | None = None) -> dict[int, int]:
-    """Used memory per GPU in MiB (for waiting until a stopped server released its memory)."""
-    api = NvmlApi()
-    try:
-        idx = indexes if indexes is not None else list(range(api.device_count()))
-        return {i: api.memory_used(i) // (1024 * 1024) for i in idx}
-    finally:
-        api.close()
