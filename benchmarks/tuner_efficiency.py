@@ -350,6 +350,12 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
                   if t.user_attrs.get("source") not in ("rules", "defaults")) * (1 - first / requests)
         print(f"  first decision at {first}/{requests} completions ({first / requests:.0%} of the run: the partial steady window "
               f"first holds the gate there); most it could save here: {cap / full_s:.0%}")
+    # how far the partial value at the first decision is from the same trial's full run (the trials that ran to the end)
+    early = [(min(t.intermediate_values), t.intermediate_values[min(t.intermediate_values)] / t.values[0])
+             for t in pruned.values() if t.state.name == "COMPLETE" and t.intermediate_values and t.values]
+    if early:
+        print("  partial/full at the first decision, trials that ran to the end: "
+              + ", ".join(f"{r:.0%} (at {step})" for step, r in early))
     print(f"  final ranking: best {'same' if same_best else 'DIFFERENT'}; top 3 by full-run throughput pruned: "
           f"{top_pruned or 'none'}; top 3 unchanged: {same_top3}")
     for rank, n in enumerate(ranked, start=1):

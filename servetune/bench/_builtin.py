@@ -22,6 +22,7 @@ the image tokens (the client's own estimate, flagged `input_tokens_source: clien
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -307,19 +308,21 @@ async def _measure(client, queue, requests, workload, bodies, model, base, on_pr
                     warmup_requests=workload.warmup_requests, stopped_early=stopped, client_prep_s=round(bodies.prep_s, 4),
                     text_tokens_per_word=ratio)
 
+    sent = 0
+
     def partial(stopped: bool = False, end: float | None = None) -> Metrics:
         duration = (end if end is not None else time.perf_counter()) - clock0
-        return compute_metrics(list(finished), duration, requests=requests, trim=workload.steady_trim, **info(stopped))
+        return compute_metrics(list(finished), duration, requests=requests, trim=workload.steady_trim,
+                               sending=end is None and sent < requests, **info(stopped))
 
     async def one(body: bytes, images: int, expected: int, estimate: int) -> None:
+        nonlocal sent
         record = RequestRecord(images=images, prompt_len=estimate)
         records.append(record)
         try:
-            if semaphore is None:
+            async with semaphore or contextlib.nullcontext():
+                sent += 1
                 await _send(client, body, record, expected, workload.request_timeout_s, clock0)
-            else:
-                async with semaphore:
-                    await _send(client, body, record, expected, workload.request_timeout_s, clock0)
         finally:
             if record.success or record.error:
                 done_event.put_nowait(record)

@@ -228,23 +228,34 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def steady_window(records: Sequence[RequestRecord], trim: float, concurrency: int | None = None) -> SteadyWindow | None:
+def steady_window(records: Sequence[RequestRecord], trim: float, concurrency: int | None = None, *,
+                  sending: bool = False) -> SteadyWindow | None:
     """Throughput while the server is fully loaded, from per-request records.
 
     The window opens at the later of the `trim*n`-th completion and the `concurrency`-th one
     (the end of the first wave, which all started together), and closes at the earlier of the
     `(n-1-trim*n)`-th completion and the moment the last request was sent (from then on the
     load only drains). None when fewer than 3 completions fall inside.
+
+    `sending=True` is for a partial window taken while the run still sends requests (`records`
+    are the completions so far): nothing drains yet, so the window is not trimmed at the end and
+    closes at the newest completion, or, once it holds a wave (`concurrency` completions), at
+    the end of its last whole wave. Batched servers complete requests in bursts (a wave of them
+    at a time); a window that ends inside a burst counts part of it over a whole burst's time
+    (measured on the stand-in: half a wave read 60-64% of the full run's throughput).
     """
     done = sorted((r for r in records if r.success), key=lambda r: r.end)
     n = len(done)
     cut = int(n * trim)
     low = max(cut, (concurrency or 0) - 1)
     high = n - 1 - cut
+    if sending:
+        wave = concurrency or 0
+        high = low + wave * ((n - 1 - low) // wave) if wave and n - 1 - low >= wave else n - 1
     if high - low < 3:
         return None
     start = done[low].end
-    end = min(done[high].end, max(r.start for r in records))
+    end = done[high].end if sending else min(done[high].end, max(r.start for r in records))
     inside = [r for r in done if start < r.end <= end]
     span = end - start
     if len(inside) < 3 or span <= 0:
@@ -263,12 +274,14 @@ def compute_metrics(
     *,
     requests: int,
     trim: float = 0.1,
+    sending: bool = False,
     **info,
 ) -> Metrics:
     """Metrics from the builtin client's per-request records, with SGLang's definitions.
 
     `info` fills the descriptive fields (client, workload, url, model, max_concurrency,
-    request_rate, warmup_requests, stopped_early, client_prep_s).
+    request_rate, warmup_requests, stopped_early, client_prep_s). `sending`: partial metrics
+    taken while requests are still being sent (see `steady_window`).
     """
     ok = [r for r in records if r.success]
     duration = max(duration_s, 1e-9)
@@ -303,7 +316,7 @@ def compute_metrics(
         output_throughput=total_out / duration,
         total_throughput=(total_in + total_out) / duration,
         concurrency=math.fsum(latencies["e2e_latency"]) / duration,
-        steady=steady_window(records, trim, info.get("max_concurrency")),
+        steady=steady_window(records, trim, info.get("max_concurrency"), sending=sending),
         images_sent=sum(r.images for r in ok),
         errors=errors,
         **stats,

@@ -3,10 +3,13 @@
 The benchmark reports partial metrics as requests complete. The tuner asks the pruner on a
 fixed grid of completed requests (`checkpoints`: every twelfth of the measured requests), so
 trials are compared at equal progress, and only once the partial steady window holds at least
-one full wave of completions (`window_ready`: `steady_completed >= concurrency`, `MIN_WINDOW_WAVES`;
-half a wave was measured and rejected: its partial values were 81-85% of the full run's); before that
-the window is ramp-up (on the H200, the old median pruner stopped trials whose window held 5-9
-completions). At each such checkpoint `BestRelativePruner` stops a trial whose partial value
+one full wave of completions (`window_ready`: `steady_completed >= concurrency`, `MIN_WINDOW_WAVES`);
+before that the window is ramp-up (on the H200, the old median pruner stopped trials whose window
+held 5-9 completions). While requests are still being sent, the builtin client's partial window
+counts whole waves from the end of the first one (`bench.metrics.steady_window`, `sending=True`),
+so the first decision comes after two waves of completions. On the stand-in, the trials that ran to
+the end read 98-100% of their full-run throughput there; half a wave read 60-64% (a window that ends
+inside a burst of completions), so the gate stays at one wave. At each such checkpoint `BestRelativePruner` stops a trial whose partial value
 is worse than `margin` x the best value that a *finished* (COMPLETE) trial reported at the same
 checkpoint. The baselines (`source` rules/defaults) are never pruned, so the reference exists
 from the first sampled trial on. A pruned trial is stored PRUNED with its partial metrics; it

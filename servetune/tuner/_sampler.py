@@ -10,6 +10,7 @@ stays FAIL with its failure record; only the sampler's view changes, and no scor
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import warnings
 from typing import Any
@@ -92,19 +93,22 @@ DEFAULT_N_STARTUP_TRIALS = 2
 
 def describe_tpe(n_startup_trials: int = DEFAULT_N_STARTUP_TRIALS) -> str:
     """The set-up as one line, for logs and benchmark output."""
-    parts = [f"{k}={v.__name__ if callable(v) else v}" for k, v in TPE_SETUP.items()]
+    parts = [f"{k}={v.__name__ if callable(v) else v}" for k, v in setup_for(FailureAwareTPESampler).items()]
     return f"FailureAwareTPESampler({', '.join(parts)}, n_startup_trials={n_startup_trials})"
 
 
+def setup_for(sampler_cls: type, setup: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The part of `setup` (default `TPE_SETUP`) that `sampler_cls` takes. Optuna 4.9 deprecated
+    most of these arguments (removal planned for 6.0): a release without one uses its default."""
+    accepted = inspect.signature(sampler_cls.__init__).parameters
+    return {k: v for k, v in (TPE_SETUP if setup is None else setup).items() if k in accepted}
+
+
 def make_tpe_sampler(seed: int | None, *, n_startup_trials: int = DEFAULT_N_STARTUP_TRIALS, constraints_func=None) -> FailureAwareTPESampler:
-    """The tuner's TPE sampler with the default set-up (`TPE_SETUP`)."""
-    kwargs = dict(seed=seed, n_startup_trials=n_startup_trials, constraints_func=constraints_func, **TPE_SETUP)
+    """The tuner's TPE sampler with the default set-up (`TPE_SETUP`, less what this Optuna lacks)."""
+    kwargs = dict(seed=seed, n_startup_trials=n_startup_trials, **setup_for(FailureAwareTPESampler))
+    if constraints_func is not None:
+        kwargs["constraints_func"] = constraints_func
     with warnings.catch_warnings():
-        # optuna 4.9 deprecated `gamma` (removal planned for 6.0); it still works, and a release
-        # without it falls back to Optuna's default split below
-        warnings.simplefilter("ignore", FutureWarning)
-        try:
-            return FailureAwareTPESampler(**kwargs)
-        except TypeError:
-            kwargs.pop("gamma")
-            return FailureAwareTPESampler(**kwargs)
+        warnings.simplefilter("ignore", FutureWarning)  # the deprecated set-up arguments, see `setup_for`
+        return FailureAwareTPESampler(**kwargs)

@@ -118,6 +118,24 @@ def test_should_stop_cuts_the_run_short_and_flags_it():
     assert elapsed < 5
 
 
+def test_partial_windows_mid_run_keep_the_whole_waves_after_the_first():
+    """While requests are still being sent, a partial steady window runs from the end of the
+    first wave over the whole waves completed since (the pruner's figure); the final one trims
+    the drain."""
+    longer = TEXT.model_copy(update={"requests": 120})
+    seen = {}
+    with FakeServer(ttft_s=0.005, itl_s=0.002) as server:
+        m = run_benchmark(server.url, longer, on_progress=lambda done, total, partial: seen.update({done: partial}))
+    mid = [done for done in seen if 8 + 4 <= done < 120 - 8]  # past the first wave; fewer than 120 sent
+    assert mid
+    for done in mid:
+        opens_after = max(int(0.1 * done), 8 - 1)  # the start trim, or the first wave's last completion
+        since = done - 1 - opens_after
+        expected = 8 * (since // 8) if since >= 8 else since  # whole waves, once there is one
+        assert seen[done].steady is not None and seen[done].steady.completed == expected, done
+    assert m.steady is not None and m.steady.completed < 120 - 8 - 12  # the finished run trims its last 10%
+
+
 def test_progress_is_reported_up_to_the_total():
     calls = []
     with FakeServer(ttft_s=0.0, itl_s=0.0) as server:

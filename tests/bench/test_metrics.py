@@ -67,6 +67,32 @@ def test_steady_window_leaves_out_the_first_wave_and_the_drain():
         assert window.output_throughput == pytest.approx(80.0)
 
 
+def test_a_partial_window_while_sending_keeps_whole_waves_up_to_the_newest():
+    """Mid-run nothing drains yet: the window keeps the newest whole waves (the pruner decides
+    sooner) and measures the same rate; the finished-run rule would cut the last wave."""
+    so_far = _closed_loop(40, 8, 1.0)  # 40 of a longer run completed, in bursts of 8 at t = 1..5 s
+    live = steady_window(so_far, 0.1, 8, sending=True)
+    assert live is not None
+    assert live.completed == 32 and (live.start_s, live.end_s) == (1.0, 5.0)
+    assert live.request_throughput == pytest.approx(8.0)
+    finished_rule = steady_window(so_far, 0.1, 8)
+    assert finished_rule is not None and finished_rule.completed == 24 and finished_rule.end_s == 4.0
+    partial = compute_metrics(so_far, 5.0, requests=200, max_concurrency=8, sending=True)
+    assert partial.steady is not None and partial.steady.completed == 32
+
+
+def test_a_partial_window_never_ends_inside_a_burst():
+    """Three requests of the sixth burst have completed: counting them over the whole burst's
+    time would read high; the window stops at the end of the last whole wave."""
+    burst = _closed_loop(48, 8, 1.0)
+    so_far = sorted(burst, key=lambda r: r.end)[:43]
+    live = steady_window(so_far, 0.1, 8, sending=True)
+    assert live is not None and live.completed == 32 and live.end_s == 5.0
+    assert live.request_throughput == pytest.approx(8.0)
+    short = steady_window(so_far[:14], 0.0, 8, sending=True)  # less than a wave after the first: up to the newest
+    assert short is not None and short.completed == 6 and short.request_throughput == pytest.approx(6.0)
+
+
 def test_no_steady_window_when_everything_is_one_wave():
     assert steady_window(_closed_loop(8, 8, 1.0), 0.1, 8) is None
 
