@@ -1,0 +1,31 @@
+#!/bin/bash
+# Device call (issue 4): the pruner's partial figure on real SGLang 0.5.17 (weight-free Qwen2.5-VL-3B, H200).
+#   run(command="bash scripts/device/phase4.sh", carry=[".sgl", ".whl"], timeout_s=590)
+# Two server configs (SGLang's defaults with the lean pins; the same with --max-running-requests 16, an
+# admission-bound server), 768 requests of single-image-stream each (defaults twice), every partial result
+# the pruner would see recorded by scripts/device/partial_windows.py.
+# Back in $OUT: run.log, partial-*.json, cache.tar.xz
+BUDGET_S=${BUDGET_S:-560}
+. scripts/device/lib.sh
+stamp "phase4 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
+dev_setup qwen2_5_vl_3b || exit 1
+M3=$(model_dir qwen2_5_vl_3b)
+BASE=(--model-path "$M3" --load-format dummy --attention-backend triton --mm-attention-backend triton_attn
+      --sampling-backend pytorch --grammar-backend none)
+PW="python3 scripts/device/partial_windows.py --url http://127.0.0.1:30000 --workload single-image-stream --requests 768"
+
+if start_sglang defaults 30000 300 "${BASE[@]}"; then
+  for i in 1 2; do
+    [ "$(left)" -gt 120 ] || break
+    stamp "partial windows: defaults run $i"
+    timeout $(( $(left) - 30 )) $PW --label "defaults-$i" --out "$OUT/partial-defaults-$i.json"
+  done
+fi
+stop_ours
+if [ "$(left)" -gt 260 ] && start_sglang mrr16 30000 200 "${BASE[@]}" --max-running-requests 16; then
+  stamp "partial windows: --max-running-requests 16"
+  timeout $(( $(left) - 30 )) $PW --label "max-running-16" --out "$OUT/partial-mrr16.json"
+fi
+stop_ours
+pack_cache
+ls -la "$OUT"
