@@ -107,3 +107,9 @@ on_exit() {
 }
 trap on_exit EXIT
 trap 'stamp "signal: stopping"; exit 130' INT TERM
+
+# SGLang flags the lean bundle needs (its kernels), with weight-free loading: LEAN_ARGS=(...) after dev_setup
+LEAN_ARGS=(--load-format dummy --attention-backend triton --mm-attention-backend triton_attn --sampling-backend pytorch
+           --grammar-backend none)
+# The pruner's partial figure against the server on port 30000 (scripts/device/partial_windows.py), 768 requests
+PARTIAL_WINDOWS="python3 scripts/device/partial_windows.py --url http://127.0.0.1:30000 --workload single-image-stream --requests 768"

@@ -10,9 +10,8 @@ BUDGET_S=${BUDGET_S:-560}
 stamp "phase4 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b)
-BASE=(--model-path "$M3" --load-format dummy --attention-backend triton --mm-attention-backend triton_attn
-      --sampling-backend pytorch --grammar-backend none)
-PW="python3 scripts/device/partial_windows.py --url http://127.0.0.1:30000 --workload single-image-stream --requests 768"
+BASE=(--model-path "$M3" "${LEAN_ARGS[@]}")
+PW=$PARTIAL_WINDOWS
 
 if start_sglang defaults 30000 300 "${BASE[@]}"; then
   for i in 1 2; do

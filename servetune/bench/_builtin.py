@@ -244,6 +244,7 @@ async def run_builtin_async(
     connections = concurrency or 1024
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     timeout = httpx.Timeout(workload.request_timeout_s, connect=10.0)
+    finished: list[RequestRecord] = []
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout, headers=_auth_headers(), http1=True, http2=False) as client:
         models = await probe_server(client, base)
         model = model or (models[0] if models else "default")
@@ -267,14 +268,26 @@ async def run_builtin_async(
             producer = asyncio.create_task(produce())
             while not queue.full() and not producer.done():
                 await asyncio.sleep(0.005)
-            metrics = await _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio)
+            metrics = await _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio,
+                                     finished)
             metrics = metrics.model_copy(update={"warmup_s": round(warmup_s, 4)})
             producer.cancel()
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
     if run_dir is not None:
         (Path(run_dir) / "builtin_metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        _write_requests(Path(run_dir) / "requests.jsonl", finished)
     return metrics
+
+
+def _write_requests(path: Path, records: list[RequestRecord]) -> None:
+    """One line per measured request, in completion order (times in s from the first send), so
+    the metrics can be recomputed from the raw data. Inter-token gaps are left out (size)."""
+    with path.open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps({"start": round(r.start, 6), "ttft": round(r.ttft, 6), "latency": round(r.latency, 6),
+                                "success": r.success, "output_len": r.output_len, "prompt_len": r.prompt_len,
+                                "images": r.images, "error": r.error}) + "\n")
 
 
 async def _warmup(client, bodies: _Bodies, count: int, concurrency, timeout: float, loop, executor) -> None:
@@ -292,11 +305,12 @@ async def _warmup(client, bodies: _Bodies, count: int, concurrency, timeout: flo
                          help="check the model id (--model) and that the server accepts this workload (images need a VLM)")
 
 
-async def _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio) -> Metrics:
+async def _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio,
+                   finished: list[RequestRecord]) -> Metrics:
+    """The measured run; `finished` receives each request's record as it completes."""
     rng = random.Random(workload.seed + 1)
     semaphore = asyncio.Semaphore(workload.max_concurrency) if workload.max_concurrency else None
     records: list[RequestRecord] = []
-    finished: list[RequestRecord] = []
     done_event = asyncio.Queue()
     tasks: list[asyncio.Task] = []
     every = max(1, requests // 50)

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from servetune.bench.metrics import window_rate
 from servetune.standin import _rules
 from servetune.standin._config import OOM_AT_START_FRACTION, build_parser, kv_capacity, resolve
 
@@ -50,7 +51,8 @@ def expected_throughput(
 
     The steady window is the builtin client's (`servetune.bench.metrics.steady_window`): from
     the later of the `trim*n`-th and the `concurrency`-th completion to the earlier of the
-    `(n-1-trim*n)`-th completion and the last send. Deterministic; no noise, no overhead.
+    `(n-1-trim*n)`-th completion and the last send, its rate the builtin client's (`window_rate`: a
+    fitted slope from three waves on). Deterministic; no noise, no overhead.
     """
     env = {} if env is None else env
     args = list(argv)
@@ -183,5 +185,6 @@ def _simulate(cfg, env, *, concurrency, input_tokens, output_tokens, requests, t
         raise ValueError(f"{requests} requests at concurrency {concurrency} leave no steady window; send more")
     start, end = done[low][0], min(done[high][0], max(sent))
     inside = sum(1 for e, _ in done if start < e <= end)
+    per_ms = window_rate([e for e, _ in done if start <= e <= end], start, end, inside, concurrency)
     latency = sum(e - s for e, s in done) / n
-    return Expected(inside / ((end - start) * time_scale / 1000.0), None, latency * time_scale)
+    return Expected(per_ms / (time_scale / 1000.0), None, latency * time_scale)

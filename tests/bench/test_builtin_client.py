@@ -136,6 +136,23 @@ def test_partial_windows_mid_run_keep_the_whole_waves_after_the_first():
     assert m.steady is not None and m.steady.completed < 120 - 8 - 12  # the finished run trims its last 10%
 
 
+def test_the_run_dir_keeps_every_request_and_the_steady_figure_recomputes_from_it(tmp_path):
+    from servetune.bench.metrics import RequestRecord, steady_window
+
+    longer = TEXT.model_copy(update={"requests": 64})
+    with FakeServer(ttft_s=0.004, itl_s=0.002) as server:
+        m = run_benchmark(server.url, longer, run_dir=tmp_path, client="builtin")
+    rows = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert len(rows) == 64 and all(r["success"] and r["output_len"] == 8 for r in rows)
+    ends = [r["start"] + r["latency"] for r in rows]
+    assert ends == sorted(ends)  # completion order
+    records = [RequestRecord(**{k: r[k] for k in ("start", "ttft", "latency", "success", "output_len", "prompt_len")})
+               for r in rows]
+    again = steady_window(records, longer.steady_trim, longer.max_concurrency)
+    assert m.steady is not None and again is not None
+    assert again.request_throughput == pytest.approx(m.steady.request_throughput, rel=1e-3)
+
+
 def test_progress_is_reported_up_to_the_total():
     calls = []
     with FakeServer(ttft_s=0.0, itl_s=0.0) as server:

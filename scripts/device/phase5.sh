@@ -1,0 +1,30 @@
+#!/bin/bash
+# Device call (issue 4): run-to-run spread of the steady figure on real SGLang 0.5.17 (weight-free
+# Qwen2.5-VL-3B, H200), fitted slope vs completions counted over the window, from every request's record.
+#   run(command="bash scripts/device/phase5.sh", carry=[".sgl", ".whl"], timeout_s=590)
+# SGLang's defaults with the lean pins, 768 requests of single-image-stream three times; then
+# --max-running-requests 48 (batches that do not line up with the 64 clients) twice.
+# Back in $OUT: run.log, partial-*.json, requests.tar.xz (each run's requests.jsonl), cache.tar.xz
+BUDGET_S=${BUDGET_S:-560}
+. scripts/device/lib.sh
+stamp "phase5 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
+dev_setup qwen2_5_vl_3b || exit 1
+M3=$(model_dir qwen2_5_vl_3b)
+BASE=(--model-path "$M3" "${LEAN_ARGS[@]}")
+PW=$PARTIAL_WINDOWS
+R=/tmp/sgl/p5; mkdir -p $R
+
+runs() {  # NAME COUNT
+  for i in $(seq "$2"); do
+    [ "$(left)" -gt 90 ] || { stamp "skipping $1-$i: $(left)s left"; break; }
+    stamp "partial windows: $1 run $i"
+    timeout $(( $(left) - 30 )) $PW --label "$1-$i" --out "$OUT/partial-$1-$i.json" --run-dir "$R/$1-$i"
+  done
+}
+if start_sglang defaults 30000 300 "${BASE[@]}"; then runs defaults 3; fi
+stop_ours
+if [ "$(left)" -gt 200 ] && start_sglang mrr48 30000 150 "${BASE[@]}" --max-running-requests 48; then runs mrr48 2; fi
+stop_ours
+tar cf - -C $R . | xz -6 -T0 > "$OUT/requests.tar.xz"
+pack_cache
+ls -la "$OUT"
