@@ -11,7 +11,8 @@ so the first decision comes after two waves of completions. On the stand-in, the
 the end read 98-100% of their full-run throughput there; half a wave read 60-64% (a window that ends
 inside a burst of completions), so the gate stays at one wave. At each such checkpoint `BestRelativePruner` stops a trial whose partial value
 is worse than `margin` x the best value that a *finished* (COMPLETE) trial reported at the same
-checkpoint. The baselines (`source` rules/defaults) are never pruned, so the reference exists
+checkpoint (capped at that trial's finished value, `BestRelativePruner.reference`). The baselines
+(`source` rules/defaults) are never pruned, so the reference exists
 from the first sampled trial on. A pruned trial is stored PRUNED with its partial metrics; it
 is never a score and never the best.
 """
@@ -84,12 +85,19 @@ class BestRelativePruner(BasePruner):
         self.protected_sources = protected_sources
 
     def reference(self, study: optuna.Study, step: int) -> float | None:
-        """The best value a finished trial reported at `step` (None: none did)."""
-        values = [t.intermediate_values[step] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                  if step in t.intermediate_values]
+        """The best value a finished trial reported at `step`, each capped at that trial's
+        finished value (None: none reported at `step`). Early partial values of a batched server
+        swing with where the window ends between bursts (on the H200: 90-136% of the full run at
+        the first decision); the best of them is the most inflated one, and comparing against it
+        would prune configs as good as the best. A partial value below the finished one is kept,
+        so a bias that all trials share at that step still cancels."""
+        maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+        values = [(min if maximize else max)(t.intermediate_values[step], t.value)
+                  for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                  if step in t.intermediate_values and t.value is not None]
         if not values:
             return None
-        return max(values) if study.direction == optuna.study.StudyDirection.MAXIMIZE else min(values)
+        return max(values) if maximize else min(values)
 
     def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
         if trial.user_attrs.get("source") in self.protected_sources:

@@ -101,6 +101,23 @@ def test_prunes_a_clearly_worse_trial_at_the_same_step():
     assert edge.should_prune() is False  # at the margin: kept
 
 
+def test_an_inflated_partial_value_is_no_reference_beyond_its_finished_value():
+    """On the H200 a batched server's partial value at the first decision read up to 136% of its
+    full run: the reference is capped at the finished value, so a config as good as the best is
+    kept; a partial below the finished value stays the reference (a shared early bias cancels)."""
+    study = _study()
+    _finished(study, {128: 135.0}, 100.0, source="rules")
+    assert _running(study, 128, 90.0).should_prune() is False  # 90 >= 0.85 x 100 (uncapped: < 0.85 x 135)
+    assert _running(study, 128, 80.0).should_prune() is True
+    low = _study()
+    _finished(low, {128: 80.0}, 100.0, source="rules")  # early values read low for everyone
+    assert _running(low, 128, 72.0).should_prune() is False  # 72 >= 0.85 x 80
+    assert _running(low, 128, 60.0).should_prune() is True
+    minimize = _study("minimize")
+    _finished(minimize, {128: 60.0}, 100.0, source="rules")  # a latency that read low early
+    assert _running(minimize, 128, 110.0).should_prune() is False  # against 100, not 60
+
+
 def test_never_prunes_the_baselines():
     study = _study()
     _finished(study, {160: 100.0}, 100.0, source="sampler")
