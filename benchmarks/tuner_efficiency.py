@@ -213,7 +213,7 @@ def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int, workload
     finally:
         loop.measure = real
     print(f"\n== 1a. launches to reach 98% of the optimum ({target:.1f} req/s), landscape {label}: deterministic, "
-          f"{seeds} seeds per arm, budget {budget} trials, real tuner loop ({time.monotonic() - t0:.0f} s) ==")
+          f"{seeds} seeds per arm, budget {budget} launches (--trials), real tuner loop ({time.monotonic() - t0:.0f} s) ==")
     print(f"  TPE set-up: {describe_tpe()}")
     medians = {}
     for sampler, cs in counts.items():
@@ -277,7 +277,7 @@ def real_loop(tmp: Path, best: float, seeds: int, budget: int) -> None:
                 rows[sampler].append((picked, len(rec.log), max(measured, default=float("nan")), best_mv))
     finally:
         loop.measure = rec.real
-    print(f"\n== 1b. the same with REAL launches: {seeds} seeds per arm, budget {budget} trials "
+    print(f"\n== 1b. the same with REAL launches: {seeds} seeds per arm, budget {budget} launches "
           f"({time.monotonic() - t0:.0f} s) ==")
     for sampler, rs in rows.items():
         label = "TPE + baselines" if sampler == "tpe" else "random"
@@ -372,7 +372,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="about 2 minutes: fewer seeds, trials and configs")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per arm on the model landscape (default 20)")
-    ap.add_argument("--budget", type=int, default=None, help="trials per study on the model landscape (default 80; quick 60)")
+    ap.add_argument("--budget", type=int, default=None, help="launches (--trials) per study on the model landscape (default 80; quick 60)")
     ap.add_argument("--real-seeds", type=int, default=None, help="seeds per arm with real launches (default 2; quick 1)")
     ap.add_argument("--real-budget", type=int, default=None, help="trials per real study (default 15; quick 10)")
     ap.add_argument("--noise-k", type=int, default=None, help="launches of one config for the noise figure (default 5; quick 3)")

@@ -44,7 +44,7 @@ def tune(
     sets: SetOpt = None,
     envs: EnvOpt = None,
     tp: TpOpt = None,
-    trials: Annotated[int, typer.Option("--trials", help="Trials in the study (baselines included; shared by all workers).", rich_help_panel=_SEARCH)] = 20,
+    trials: Annotated[int, typer.Option("--trials", help="Launches in the study (baselines included; shared by all workers). A config proposed again is reused, not launched or counted; 20 such trials in a row end the study.", rich_help_panel=_SEARCH)] = 20,
     objective: Annotated[str, typer.Option("--objective", help="throughput, token_throughput, or a Pareto pair like throughput,p99_ttft.", rich_help_panel=_SEARCH)] = "throughput",
     slo: Annotated[Optional[list[str]], typer.Option("--slo", help="Constraint METRIC<=N, e.g. p99_ttft_ms<=2000 (repeatable).", rich_help_panel=_SEARCH)] = None,
     space: Annotated[Optional[Path], typer.Option("--space", help="YAML file with a tune: block (replaces the default space).", rich_help_panel=_SEARCH)] = None,
@@ -184,6 +184,9 @@ class _Progress:
             else:
                 line = f"[yellow]{data['state'].lower()}[/]"
             p.console.print(f"trial {data['number']:>3} {data.get('source', '')[:8]:<8} {line}")
+        elif kind == "converged":
+            p.console.print(f"[yellow]stopping after {data['done']} launches: the sampler proposed {data['reproposals']} "
+                            "measured configs in a row (converged, or the space is used up)[/]")
         elif kind == "confirm":
             p.console.print(f"re-measuring trial {data['trial']} (round {data['round']}/{data['rounds']})")
         elif kind == "confirmed":

@@ -41,6 +41,10 @@ from servetune.tuner.space import (
 )
 
 SOURCES_BASELINE = ("rules", "defaults")
+MAX_REPROPOSALS = 20
+"""Trials in a row whose config was measured before (reused, not launched) after which a study
+stops: the sampler keeps proposing what it has measured (converged, or the space is used up).
+Such trials do not count towards `--trials`, which counts launches."""
 
 
 @dataclass
@@ -169,6 +173,7 @@ class Tuner:
         self.on_event = on_event or (lambda kind, data: None)
         self._ask_lock = threading.Lock()
         self._stop = threading.Event()
+        self._reproposals = 0  # trials in a row that reused a measured config (this process)
         self._prepared = False
 
     # ---------------------------------------------------------------- setup
@@ -386,6 +391,8 @@ class Tuner:
         for t in self.study.get_trials(deepcopy=False):
             if t.state == TrialState.RUNNING and running:
                 used += 1
+            elif "duplicate_of" in t.user_attrs:
+                continue  # reused, not launched
             elif t.state in (TrialState.COMPLETE, TrialState.PRUNED):
                 used += 1
             elif t.state == TrialState.FAIL and _storage.is_config_failure(t):
@@ -397,6 +404,9 @@ class Tuner:
             with self._ask_lock:
                 _storage.fail_lost_trials(self.study)
                 if self._budget_used() >= self.o.trials:
+                    return
+                if self._reproposals >= MAX_REPROPOSALS:
+                    self.on_event("converged", {"reproposals": self._reproposals, "done": self._budget_used(running=False)})
                     return
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # "heartbeat is meant for optimize()": we beat ourselves
@@ -448,6 +458,8 @@ class Tuner:
         trial.set_user_attr("env", env)
 
         prior = self._same_config(h, trial.number)
+        with self._ask_lock:
+            self._reproposals = self._reproposals + 1 if prior is not None and source not in SOURCES_BASELINE else 0
         if prior is not None:
             return self._reuse(trial, prior)
 

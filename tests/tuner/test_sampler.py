@@ -72,3 +72,33 @@ def test_set_up_arguments_a_release_lacks_are_left_out():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         Older(seed=0, **kept)
+
+
+def test_trials_count_launches_and_a_sampler_that_only_reproposes_ends_the_study(tmp_path, monkeypatch):
+    """A space of two configs and --trials 10: the baseline and both configs are launched (3 of
+    the 10 allowed); re-proposals are reused, not counted, and after MAX_REPROPOSALS in a row the
+    study stops instead of asking forever."""
+    from tests.tuner.conftest import WORKLOAD
+    from servetune.tuner import TuneOptions, Tuner, loop
+    from servetune.tuner._evaluate import Measurement
+
+    monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
+    (tmp_path / "w.yaml").write_text(WORKLOAD)
+    (tmp_path / "space.yaml").write_text("tune:\n  chunked_prefill_size: {choice: [2048, 8192]}\n")
+    launched = []
+
+    def fake_measure(res, **_):  # stands in for launch + benchmark: a value per config
+        launched.append(res.argv())
+        return Measurement(metrics={"comparable_request_throughput": 100.0 + len(launched), "completed": 128})
+
+    monkeypatch.setattr(loop, "measure", fake_measure)
+    events = []
+    tuner = Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload=str(tmp_path / "w.yaml"), space_file=str(tmp_path / "space.yaml"),
+                              trials=10, seed=0, confirm_rounds=0, prune=False, run_dir=tmp_path / "study"),
+                  on_event=lambda kind, data: events.append((kind, data)))
+    tuner.run()
+    trials = tuner.study.get_trials(deepcopy=False)
+    reused = [t for t in trials if "duplicate_of" in t.user_attrs]
+    assert len(launched) == 3 and len(trials) == 3 + len(reused)
+    assert [kind for kind, _ in events if kind == "converged"] == ["converged"]
+    assert len(reused) >= loop.MAX_REPROPOSALS
