@@ -174,6 +174,7 @@ class Tuner:
         self._ask_lock = threading.Lock()
         self._stop = threading.Event()
         self._reproposals = 0  # trials in a row that reused a measured config (this process)
+        self._converged = False
         self._prepared = False
 
     # ---------------------------------------------------------------- setup
@@ -406,7 +407,9 @@ class Tuner:
                 if self._budget_used() >= self.o.trials:
                     return
                 if self._reproposals >= MAX_REPROPOSALS:
-                    self.on_event("converged", {"reproposals": self._reproposals, "done": self._budget_used(running=False)})
+                    if not self._converged:  # said once, though every slot's worker stops here
+                        self._converged = True
+                        self.on_event("converged", {"reproposals": self._reproposals, "done": self._budget_used(running=False)})
                     return
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # "heartbeat is meant for optimize()": we beat ourselves
