@@ -17,7 +17,8 @@ Both clients keep the workload's run shape fixed, and the builtin client also re
 **steady-state window** (`steady`, see `steady_window`): the stretch where the server is
 fully loaded, after the first wave of requests has completed and before the last request is
 sent, less the first and last `steady_trim` fraction of completions; its throughput is the
-completions inside the window over the window's length. `comparable_request_throughput()`
+rate of the completions inside it (`window_rate`: a least-squares slope once the window holds
+three waves, else completions over the window's length). `comparable_request_throughput()`
 is what the tuner should rank by.
 """
 
@@ -235,9 +236,9 @@ def fitted_rate(times: Sequence[float]) -> float | None:
     """Completions per second from sorted completion times: the least-squares slope of the
     completion count over time. A batched server completes a wave of requests at a time, in
     bursts; completions over the window's length then depend on where the window's ends fall
-    between two bursts, and the fitted slope much less (two runs of one config on the H200,
-    sampled every 15 completions: 18.95 vs 20.40 req/s counted over the window, 18.54 vs 18.60
-    fitted; docs/tuning.md). None when the times do not span an interval."""
+    between two bursts, and the fitted slope less (three runs of one config on the H200, every
+    request recorded: spread 6.0% counted over the window, 3.7% fitted; docs/h200-results.md
+    section 5). None when the times do not span an interval."""
     n = len(times)
     if n < 2:
         return None
@@ -301,9 +302,9 @@ def steady_window(records: Sequence[RequestRecord], trim: float, concurrency: in
         return None
     output = sum(r.output_len for r in inside)
     total = output + sum(r.prompt_len for r in inside)
-    rate = len(inside) / span
-    if not sending:  # a finished run: every completion in [start, end] (a burst at the start is not cut)
-        rate = window_rate([r.end for r in done if start <= r.end <= end], start, end, len(inside), concurrency)
+    # a finished run: every completion in [start, end] (a burst at the start is not cut)
+    rate = len(inside) / span if sending else window_rate([r.end for r in done if start <= r.end <= end],
+                                                           start, end, len(inside), concurrency)
     per_request = rate / len(inside)
     return SteadyWindow(
         trim=trim, start_s=start, end_s=end, completed=len(inside),
