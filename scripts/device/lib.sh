@@ -113,3 +113,15 @@ LEAN_ARGS=(--load-format dummy --attention-backend triton --mm-attention-backend
            --grammar-backend none)
 # The pruner's partial figure against the server on port 30000 (scripts/device/partial_windows.py), 768 requests
 PARTIAL_WINDOWS="python3 scripts/device/partial_windows.py --url http://127.0.0.1:30000 --workload single-image-stream --requests 768"
+
+# partial_runs NAME COUNT [REQUESTS] [RUN_ROOT]: COUNT runs of $PARTIAL_WINDOWS (REQUESTS per run, default 768) against
+# the server on port 30000, each to $OUT/partial-NAME-i.json; with RUN_ROOT, every request's record under RUN_ROOT/NAME-i
+partial_runs() {
+  local name=$1 count=$2 requests=${3:-768} root=${4:-} i
+  for i in $(seq "$count"); do
+    [ "$(left)" -gt 90 ] || { stamp "skipping $name-$i: $(left)s left"; break; }
+    stamp "partial windows: $name run $i ($requests requests)"
+    timeout $(( $(left) - 30 )) $PARTIAL_WINDOWS --requests "$requests" --label "$name-$i" --out "$OUT/partial-$name-$i.json" \
+      ${root:+--run-dir "$root/$name-$i"}
+  done
+}

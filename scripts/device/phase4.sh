@@ -11,20 +11,10 @@ stamp "phase4 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --form
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b)
 BASE=(--model-path "$M3" "${LEAN_ARGS[@]}")
-PW=$PARTIAL_WINDOWS
 
-if start_sglang defaults 30000 300 "${BASE[@]}"; then
-  for i in 1 2; do
-    [ "$(left)" -gt 120 ] || break
-    stamp "partial windows: defaults run $i"
-    timeout $(( $(left) - 30 )) $PW --label "defaults-$i" --out "$OUT/partial-defaults-$i.json"
-  done
-fi
+if start_sglang defaults 30000 300 "${BASE[@]}"; then partial_runs defaults 2; fi
 stop_ours
-if [ "$(left)" -gt 260 ] && start_sglang mrr16 30000 200 "${BASE[@]}" --max-running-requests 16; then
-  stamp "partial windows: --max-running-requests 16"
-  timeout $(( $(left) - 30 )) $PW --label "max-running-16" --out "$OUT/partial-mrr16.json"
-fi
+if [ "$(left)" -gt 260 ] && start_sglang mrr16 30000 200 "${BASE[@]}" --max-running-requests 16; then partial_runs mrr16 1; fi
 stop_ours
 pack_cache
 ls -la "$OUT"

@@ -11,19 +11,10 @@ stamp "phase5 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --form
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b)
 BASE=(--model-path "$M3" "${LEAN_ARGS[@]}")
-PW=$PARTIAL_WINDOWS
 R=/tmp/sgl/p5; mkdir -p $R
-
-runs() {  # NAME COUNT
-  for i in $(seq "$2"); do
-    [ "$(left)" -gt 90 ] || { stamp "skipping $1-$i: $(left)s left"; break; }
-    stamp "partial windows: $1 run $i"
-    timeout $(( $(left) - 30 )) $PW --label "$1-$i" --out "$OUT/partial-$1-$i.json" --run-dir "$R/$1-$i"
-  done
-}
-if start_sglang defaults 30000 300 "${BASE[@]}"; then runs defaults 3; fi
+if start_sglang defaults 30000 300 "${BASE[@]}"; then partial_runs defaults 3 768 $R; fi
 stop_ours
-if [ "$(left)" -gt 200 ] && start_sglang mrr48 30000 150 "${BASE[@]}" --max-running-requests 48; then runs mrr48 2; fi
+if [ "$(left)" -gt 200 ] && start_sglang mrr48 30000 150 "${BASE[@]}" --max-running-requests 48; then partial_runs mrr48 2 768 $R; fi
 stop_ours
 tar cf - -C $R . | xz -6 -T0 > "$OUT/requests.tar.xz"
 pack_cache

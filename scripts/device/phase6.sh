@@ -1,0 +1,23 @@
+#!/bin/bash
+# Device call (issue 4, session 3): how well does one trial's steady figure resolve a config, at 384 vs 768
+# requests? Real SGLang 0.5.17 (weight-free Qwen2.5-VL-3B, H200), SGLang's defaults with the lean pins, one
+# server: single-image-stream runs of 384 and 768 requests, interleaved (so drift hits both alike).
+#   run(command="bash scripts/device/phase6.sh", carry=[".sgl", ".whl"], timeout_s=590)
+# Back in $OUT: run.log, partial-*.json (each run's finished and partial figures), requests.tar.xz, cache.tar.xz
+BUDGET_S=${BUDGET_S:-560}
+ROUNDS=${ROUNDS:-4}
+. scripts/device/lib.sh
+stamp "phase6 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
+dev_setup qwen2_5_vl_3b || exit 1
+M3=$(model_dir qwen2_5_vl_3b)
+R=/tmp/sgl/p6; mkdir -p $R
+if start_sglang defaults 30000 300 --model-path "$M3" "${LEAN_ARGS[@]}"; then
+  for k in $(seq "$ROUNDS"); do
+    partial_runs "r384-$k" 1 384 $R
+    partial_runs "r768-$k" 1 768 $R
+  done
+fi
+stop_ours
+tar cf - -C $R . | xz -6 -T0 > "$OUT/requests.tar.xz"
+pack_cache
+ls -la "$OUT"
