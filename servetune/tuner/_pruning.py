@@ -9,25 +9,36 @@ held 5-9 completions). While requests are still being sent, the builtin client's
 counts whole waves from the end of the first one (`bench.metrics.steady_window`, `sending=True`),
 so the first decision comes after two waves of completions. On the stand-in, the trials that ran to
 the end read 98-100% of their full-run throughput there; half a wave read 60-64% (a window that ends
-inside a burst of completions), so the gate stays at one wave. At each such checkpoint `BestRelativePruner` stops a trial whose partial value
-is worse than `margin` x the best value that a *finished* (COMPLETE) trial reported at the same
-checkpoint (capped at that trial's finished value, `BestRelativePruner.reference`). The baselines
-(`source` rules/defaults) are never pruned, so the reference exists
-from the first sampled trial on. A pruned trial is stored PRUNED with its partial metrics; it
-is never a score and never the best.
+inside a burst of completions), so the gate stays at one wave.
+
+At each such checkpoint `BestRelativePruner` stops a trial whose partial value is worse than a
+margin x the best value that a *finished* (COMPLETE) trial reported at the same checkpoint
+(capped at that trial's finished value, `BestRelativePruner.reference`). The margin grows with
+the data behind the partial value (`PRUNE_MARGINS`): 45% of the best while the window holds one
+or two waves, 70% from three waves on. A real server's throughput swings from wave to wave (on
+the H200 the 3B's waves of 64 image requests took 2.7-4.0 s, mostly in time to first token): for
+SGLang 0.5.17 and one config run 20 times (docs/h200-results.md section 6), the partial value at
+the first decision read 56-136% of the same run's finished figure, and 80-115% once the window
+held three waves; the stand-in's read 95-102%. The baselines (`source` rules/defaults)
+are never pruned, so the reference exists from the first sampled trial on. A pruned trial is
+stored PRUNED with its partial metrics; it is never a score and never the best.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import TrialState
 
-PRUNE_MARGIN = 0.85
-"""Prune below 85% of the best finished trial at the same step (maximize; minimize: above best/0.85)."""
+PRUNE_MARGINS: tuple[tuple[float, float], ...] = ((1.0, 0.45), (3.0, 0.7))
+"""(waves of completions in the steady window, margin from then on): prune below 45% of the best
+finished trial at the same step while the window holds 1-2 waves, below 70% from 3 waves on
+(maximize; minimize: above best/margin). On the H200, 20 runs of one config read at least 52% (1-2
+waves) and 75% (3 waves on) of the best of their batch's finished figures (docs/h200-results.md
+section 6); 85%, the single margin before, would have pruned 7 of the 20 at the first decision."""
 CHECKPOINTS_PER_RUN = 12
 MIN_WINDOW_WAVES = 1.0
 """Waves (x concurrency) of completions the partial steady window must hold before the first decision."""
@@ -75,14 +86,32 @@ class Checkpoints:
 
 
 class BestRelativePruner(BasePruner):
-    """Prune a trial whose value at a step is worse than `margin` x the best COMPLETE trial's
-    value at that same step; never a baseline, never without a finished reference."""
+    """Prune a trial whose value at a step is worse than the margin for that step x the best
+    COMPLETE trial's value at that same step; never a baseline, never without a finished reference.
 
-    def __init__(self, margin: float = PRUNE_MARGIN, protected_sources: tuple[str, ...] = PROTECTED_SOURCES) -> None:
-        if not 0.0 < margin <= 1.0:
-            raise ValueError(f"margin must be in (0, 1], got {margin}")
-        self.margin = margin
+    `margins`: one margin for every step, or (waves in the window, margin) pairs (`PRUNE_MARGINS`),
+    where a step of `s` completions has `(s - concurrency) // concurrency` whole waves in the
+    window (the first wave is ramp-up). Without a concurrency (open-loop load) the first margin holds.
+    """
+
+    def __init__(self, margins: float | Sequence[tuple[float, float]] = PRUNE_MARGINS, *, concurrency: int | None = None,
+                 protected_sources: tuple[str, ...] = PROTECTED_SOURCES) -> None:
+        schedule = [(0.0, margins)] if isinstance(margins, (int, float)) else sorted((float(w), m) for w, m in margins)
+        if not schedule:
+            raise ValueError("margins must not be empty")
+        for _, m in schedule:
+            if not 0.0 < m <= 1.0:
+                raise ValueError(f"a margin must be in (0, 1], got {m}")
+        self.schedule = schedule
+        self.concurrency = concurrency
         self.protected_sources = protected_sources
+
+    def margin(self, step: int) -> float:
+        """The margin at `step` completions: the last schedule entry whose waves the window holds."""
+        if not self.concurrency:
+            return self.schedule[0][1]
+        waves = max(0, step - self.concurrency) // self.concurrency
+        return next((m for w, m in reversed(self.schedule) if waves >= w), self.schedule[0][1])
 
     def reference(self, study: optuna.Study, step: int) -> float | None:
         """The best value a finished trial reported at `step`, each capped at that trial's
@@ -109,6 +138,7 @@ class BestRelativePruner(BasePruner):
         best = self.reference(study, step)
         if best is None:
             return False
+        margin = self.margin(step)
         if study.direction == optuna.study.StudyDirection.MAXIMIZE:
-            return value < self.margin * best
-        return value > best / self.margin
+            return value < margin * best
+        return value > best / margin

@@ -224,6 +224,11 @@ class Tuner:
             self.on_event("lost", {"trials": lost})
         self._prepared = True
 
+    @property
+    def requests(self) -> int:
+        """Measured requests per trial: `--requests`, else the workload's `tune_requests`, else its `requests`."""
+        return self.o.requests or self.workload.tune_requests or self.workload.requests
+
     def resolve(self, trial_layer: dict[str, Any], *, use_rules: bool):
         """`resolve_launch` with this study's facts and pins, plus a tuner layer."""
         from servetune.api import resolve_launch
@@ -290,14 +295,14 @@ class Tuner:
             return optuna.pruners.NopPruner()
         from servetune.tuner._pruning import BestRelativePruner
 
-        return BestRelativePruner()
+        return BestRelativePruner(concurrency=self.workload.max_concurrency)
 
     def _meta(self) -> dict[str, Any]:
         facts = getattr(self.rules_res, "facts", None)
         return {
             "servetune": {
                 "model": str(self.o.model), "gpu": self.o.gpu, "hardware": self.o.hardware,
-                "workload": self.workload.name, "sglang_version": self.catalog.sglang_version,
+                "workload": self.workload.name, "requests": self.requests, "sglang_version": self.catalog.sglang_version,
                 "objectives": [{"name": ob.name, "metric": ob.metric, "direction": ob.direction, "unit": ob.unit} for ob in self.objectives],
                 "slos": [str(s) for s in self.slos],
                 "space": self.space.as_dict(), "dropped": self.space.dropped,
@@ -320,6 +325,8 @@ class Tuner:
             problems.append("search space differs")
         if meta.get("workload") not in (None, self.workload.name):
             problems.append(f"workload {meta.get('workload')!r} vs {self.workload.name!r}")
+        if meta.get("requests") not in (None, self.requests):
+            problems.append(f"{meta.get('requests')} vs {self.requests} requests per trial")
         if self._categorical_ordinals():
             problems.append(f"{', '.join(self._categorical_ordinals())} stored as categories (a study made before numeric "
                             "choices were searched through an ordered index)")
@@ -356,7 +363,7 @@ class Tuner:
             self.prepare()
         self.on_event("start", {"study": self.study_name, "storage": self.storage_url, "trials": self.o.trials,
                                 "space": self.space.as_dict(), "dropped": self.space.dropped, "slots": len(self.slots),
-                                "done": self._budget_used(running=False)})
+                                "requests": self.requests, "done": self._budget_used(running=False)})
         if len(self.slots) == 1:
             self._worker(self.slots[0])
         else:
@@ -471,7 +478,7 @@ class Tuner:
         # CPU with. It is asked only once the steady window holds a full wave (`window_ready`, `MIN_WINDOW_WAVES`).
         from servetune.tuner._pruning import Checkpoints
 
-        points = Checkpoints(self.o.requests or self.workload.requests, self.workload.max_concurrency)
+        points = Checkpoints(self.requests, self.workload.max_concurrency)
 
         def should_stop(step: int, partial: Any) -> bool:
             if self._stop.is_set():
@@ -494,7 +501,7 @@ class Tuner:
 
         m = measure(
             res, workload=self.workload, slot=slot, run_dir=trial_dir,
-            requests=self.o.requests, sglang_cmd=self.o.sglang_cmd, client=self.o.client,
+            requests=self.requests, sglang_cmd=self.o.sglang_cmd, client=self.o.client,
             startup_timeout_s=self.o.startup_timeout_s, should_stop=should_stop,
         )
         trial.set_user_attr("timing", {"launch_s": round(m.launch_s, 3), "bench_s": round(m.bench_s, 3)})
@@ -625,7 +632,7 @@ class Tuner:
                 res = self.resolve(t.layer, use_rules=t.source != "defaults")
                 m = measure(res, workload=self.workload, slot=self.slots[0],
                             run_dir=self.run_dir / "confirm" / f"r{rnd + 1}-trial-{t.number:04d}",
-                            requests=self.o.requests, sglang_cmd=self.o.sglang_cmd, client=self.o.client,
+                            requests=self.requests, sglang_cmd=self.o.sglang_cmd, client=self.o.client,
                             startup_timeout_s=self.o.startup_timeout_s,
                             should_stop=lambda step, partial: self._stop.is_set())
                 if self._stop.is_set():

@@ -1,5 +1,6 @@
 """The pruner's rule: decide only on a full wave of steady completions, never prune a baseline,
-prune a trial clearly worse than the best finished one at the same step."""
+prune a trial clearly worse than the best finished one at the same step, by a margin that
+tightens as the steady window grows."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.tuner.conftest import WORKLOAD
-from servetune.tuner._pruning import PRUNE_MARGIN, BestRelativePruner, Checkpoints, checkpoints, window_ready
+from servetune.tuner._pruning import PRUNE_MARGINS, BestRelativePruner, Checkpoints, checkpoints, window_ready
 
 
-def _study(direction: str = "maximize") -> optuna.Study:
+def _study(direction: str = "maximize", margins=PRUNE_MARGINS, concurrency: int | None = 64) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    return optuna.create_study(direction=direction, pruner=BestRelativePruner())
+    return optuna.create_study(direction=direction, pruner=BestRelativePruner(margins, concurrency=concurrency))
 
 
 def _finished(study: optuna.Study, values: dict[int, float], final: float, source: str = "sampler") -> None:
@@ -51,7 +52,7 @@ def test_never_decides_before_one_wave_in_the_steady_window():
 
 def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path, monkeypatch, space_file):
     """`Tuner.run` with `loop.measure` replaced by synthetic partial results: the baseline is
-    slow and completes; a trial at half its throughput is pruned at the first checkpoint whose
+    slow and completes; a trial at 40% of its throughput is pruned at the first checkpoint whose
     steady window holds a full wave (64), not before; PRUNED trials keep partial metrics."""
     from servetune.tuner import TuneOptions, Tuner, loop
     from servetune.tuner._evaluate import Measurement
@@ -64,7 +65,7 @@ def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path,
     def fake_measure(res, *, workload, should_stop, **_):
         baseline = not calls
         calls.append(baseline)
-        value = 100.0 if baseline else 50.0
+        value = 100.0 if baseline else 40.0
         for step in range(2, workload.requests + 1, 2):  # the builtin client asks every requests//50
             partial = {"comparable_request_throughput": value, "completed": step,
                        "steady_completed": max(0, int(0.9 * step) - 64)}
@@ -85,35 +86,50 @@ def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path,
         at = t.user_attrs["pruned_at"]
         assert at["steady_completed"] >= 64  # a full wave (max_concurrency 64) inside the window
         assert min(t.intermediate_values) == at["step"]  # the first report was the decision
-        assert t.user_attrs["metrics"]["comparable_request_throughput"] == 50.0
+        assert t.user_attrs["metrics"]["comparable_request_throughput"] == 40.0
     result = tuner.result()
     assert result.best is not None and result.best.state == "COMPLETE"
 
 
 def test_prunes_a_clearly_worse_trial_at_the_same_step():
-    study = _study()
+    study = _study(margins=0.85)
     _finished(study, {160: 100.0, 192: 101.0}, 100.0, source="rules")
     worse = _running(study, 160, 60.0)
     assert worse.should_prune() is True
     close = _running(study, 160, 0.9 * 100.0)
     assert close.should_prune() is False
-    edge = _running(study, 160, PRUNE_MARGIN * 100.0)
+    edge = _running(study, 160, 0.85 * 100.0)
     assert edge.should_prune() is False  # at the margin: kept
+
+
+def test_the_margin_tightens_as_the_window_grows():
+    """At 64 in flight, step 128 holds one whole wave after the ramp-up one: a config that reads
+    50% of the best there is kept (an H200 run of the best config itself read 52% of its batch's
+    best); from three waves (step 256) on, 70% is the bar."""
+    pruner = BestRelativePruner(concurrency=64)
+    assert [pruner.margin(s) for s in (64, 128, 192, 255, 256, 704)] == [0.45, 0.45, 0.45, 0.45, 0.7, 0.7]
+    assert BestRelativePruner(concurrency=None).margin(704) == 0.45  # open loop: no waves, the lenient margin
+    study = _study()
+    _finished(study, {128: 100.0, 256: 100.0}, 100.0, source="rules")
+    assert _running(study, 128, 50.0).should_prune() is False
+    assert _running(study, 128, 40.0).should_prune() is True
+    assert _running(study, 256, 75.0).should_prune() is False
+    assert _running(study, 256, 65.0).should_prune() is True
 
 
 def test_an_inflated_partial_value_is_no_reference_beyond_its_finished_value():
     """On the H200 a batched server's partial value at the first decision read up to 136% of its
     full run: the reference is capped at the finished value, so a config as good as the best is
     kept; a partial below the finished value stays the reference (a shared early bias cancels)."""
-    study = _study()
+    study = _study(margins=0.85)
     _finished(study, {128: 135.0}, 100.0, source="rules")
     assert _running(study, 128, 90.0).should_prune() is False  # 90 >= 0.85 x 100 (uncapped: < 0.85 x 135)
     assert _running(study, 128, 80.0).should_prune() is True
-    low = _study()
+    low = _study(margins=0.85)
     _finished(low, {128: 80.0}, 100.0, source="rules")  # early values read low for everyone
     assert _running(low, 128, 72.0).should_prune() is False  # 72 >= 0.85 x 80
     assert _running(low, 128, 60.0).should_prune() is True
-    minimize = _study("minimize")
+    minimize = _study("minimize", margins=0.85)
     _finished(minimize, {128: 60.0}, 100.0, source="rules")  # a latency that read low early
     assert _running(minimize, 128, 110.0).should_prune() is False  # against 100, not 60
 
@@ -142,13 +158,14 @@ def test_no_finished_reference_no_pruning():
 def test_minimize_prunes_clearly_higher_values():
     study = _study("minimize")
     _finished(study, {160: 100.0}, 100.0, source="rules")
-    assert _running(study, 160, 130.0).should_prune() is True
-    assert _running(study, 160, 110.0).should_prune() is False
+    assert _running(study, 160, 230.0).should_prune() is True  # one wave in the window: above best / 0.45
+    assert _running(study, 160, 210.0).should_prune() is False
 
 
-def test_margin_is_checked():
-    with pytest.raises(ValueError):
-        BestRelativePruner(margin=1.5)
+def test_margins_are_checked():
+    for bad in (1.5, 0.0, ((1.0, 0.5), (3.0, 1.2)), ()):
+        with pytest.raises(ValueError):
+            BestRelativePruner(bad)
 
 
 def test_a_gate_below_one_wave_keeps_a_floor_of_completions():
