@@ -58,7 +58,7 @@ def tune(
     study: Annotated[Optional[str], typer.Option("--study", help="Study name (same name + storage = resume).", rich_help_panel=_STUDY)] = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Trial logs and the default SQLite file (default runs/tune/<study>).", rich_help_panel=_STUDY)] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU ids for parallel trials, e.g. 0,1,2,3 (one set of tp GPUs per trial).", rich_help_panel=_RUN)] = None,
-    requests: Annotated[Optional[int], typer.Option("--requests", help="Measured requests per trial (default: the workload's).", rich_help_panel=_RUN)] = None,
+    requests: Annotated[Optional[int], typer.Option("--requests", help="Measured requests per trial (default: the workload's tune_requests, else its requests).", rich_help_panel=_RUN)] = None,
     sglang_cmd: Annotated[Optional[str], typer.Option("--sglang-cmd", help="Command prefix for the server (default python -m sglang.launch_server).", rich_help_panel=_RUN)] = None,
     client: Annotated[str, typer.Option("--client", help="Benchmark client: auto, builtin or sglang.", rich_help_panel=_RUN)] = "auto",
     startup_timeout: Annotated[Optional[float], typer.Option("--startup-timeout", help="Seconds a launch may take to become ready.", rich_help_panel=_RUN)] = None,
@@ -164,7 +164,7 @@ class _Progress:
         if kind == "start":
             self._task = p.add_task("tune", total=data["trials"], completed=min(data["done"], data["trials"]), best="")
             p.console.print(f"study [bold]{data['study']}[/] in {_redact(data['storage'])}; {len(data['space'])} dimensions, "
-                            f"{data['slots']} parallel slot(s); {data['done']} trial(s) already done")
+                            f"{data['slots']} parallel slot(s); {data['requests']} requests per trial; {data['done']} trial(s) already done")
             if data["dropped"]:
                 p.console.print("left out of the space: " + ", ".join(f"{k} ({v})" for k, v in data["dropped"].items()))
         elif kind == "lost":
