@@ -25,7 +25,8 @@ Issue 4 asks two questions; each is measured where noise cannot decide it.
    one config launched k times (mean, stdev), and measured/model for it.
 2. **Pruning** (goal: >= 50% of benchmark seconds saved at an equal final ranking). Real
    launches with the stand-in's noise off, 4x slower, and a benchmark of 384 requests at
-   concurrency 64. A realistic sequence, not a hand-picked one: the baselines, then configs
+   concurrency 64, the shipped image workloads' length (`--prune-requests 768` for twice as
+   long). A realistic sequence, not a hand-picked one: the baselines, then configs
    drawn at random from the grid, enqueued in two studies, with and without pruning, so
    ranking differences come only from pruning. Equal final ranking: the top 3 configs by
    full-run throughput are not pruned and keep their order, and the best is the same.
@@ -292,7 +293,7 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
 
     from servetune.standin import expected_throughput
     from servetune.tuner import Tuner
-    from servetune.tuner._pruning import CHECKPOINTS_PER_RUN, PRUNE_MARGIN, window_needs
+    from servetune.tuner._pruning import CHECKPOINTS_PER_RUN, PRUNE_MARGINS, window_needs
     from servetune.tuner.space import encode_params
 
     # a realistic sequence: the baselines first (as every study), then configs drawn at random
@@ -339,7 +340,8 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
     fails = sum(t.state.name == "FAIL" for t in full.values())
     print(f"\n== 2. benchmark time saved by pruning: baselines + {len(configs)} configs drawn at random from the grid "
           f"(seed {seed}), {requests} requests at concurrency 64, same list in both studies ({time.monotonic() - t0:.0f} s) ==")
-    print(f"  pruner: BestRelativePruner, margin {PRUNE_MARGIN:.0%} of the best finished trial at the same step; checkpoints every "
+    margins = ", ".join(f"{m:.0%} from {w:g} wave(s) in the window" for w, m in PRUNE_MARGINS)
+    print(f"  pruner: BestRelativePruner, margin of the best finished trial at the same step {margins}; checkpoints every "
           f"1/{CHECKPOINTS_PER_RUN} of the run once the steady window holds >= {window_needs(64)} completions; baselines never pruned")
     print(f"  benchmark seconds: no pruning {full_s:.1f}, pruning {pruned_s:.1f} ({n_pruned} of {len(measured)} launched "
           f"and measured pruned; {fails} failed in both): saved {saved:.0%} (goal >= 50%: {'met' if saved >= 0.5 else 'NOT met'})")
@@ -377,7 +379,8 @@ def main() -> None:
     ap.add_argument("--real-budget", type=int, default=None, help="trials per real study (default 15; quick 10)")
     ap.add_argument("--noise-k", type=int, default=None, help="launches of one config for the noise figure (default 5; quick 3)")
     ap.add_argument("--prune-configs", type=int, default=None, help="random configs in the pruning comparison (default 10; quick 6)")
-    ap.add_argument("--prune-requests", type=int, default=None, help="requests per pruning benchmark (default 384)")
+    ap.add_argument("--prune-requests", type=int, default=None,
+                    help="requests per trial in the pruning comparison (default 384)")
     ap.add_argument("--prune-seed", type=int, default=7, help="seed of the random configs in the pruning comparison")
     ap.add_argument("--prune-waves", type=float, default=None,
                     help="waves of completions the steady window must hold before the first pruning decision "
