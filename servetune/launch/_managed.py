@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,6 +21,8 @@ from servetune.launch._server import RUNS_DIR_ENV, LaunchOptions, ServerHandle, 
 # Nothing a managed run sent is still in flight when it stops the server, so SGLang's drain has
 # nothing to wait for; SGLang 0.5.17 on the H200 still took over 15 s to exit after SIGTERM.
 MANAGED_STOP_GRACE_S = 8.0
+BENCH_ERROR_EXIT_GRACE_S = 3.0
+"""After a benchmark error, how long to wait for the server's exit status before calling it `bench_error`."""
 
 
 class RunTimings(BaseModel):
@@ -154,6 +158,11 @@ def _bench(handle: ServerHandle, bench: Callable[..., Any], workload: Any, reque
     finally:
         timings.bench_s = time.monotonic() - t
     code = handle.exit_code
+    if code is None and bench_error is not None:
+        # a server that dies closes its connections first and exits a moment later: the client's
+        # error can come before the exit status (in CI a crash was once filed as bench_error)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = handle.proc.wait(timeout=BENCH_ERROR_EXIT_GRACE_S)
     if code is not None:
         failure = classify_failure(code, read_tail(handle.log_path, 400))
         what = "ran out of memory under load" if failure == "oom" else "died"

@@ -64,6 +64,30 @@ def test_a_crash_under_load_is_a_recorded_failure(make_options):
     assert (result.ok, result.failure, result.stage) == (False, "crash", "bench")
 
 
+def test_a_server_that_exits_just_after_the_benchmark_fails_is_a_crash(make_options):
+    """The client's error can come before the dying server's exit status (in CI a crash was once
+    filed as bench_error): the benchmark fails at once and our server's process group is killed
+    half a second later; the run still reads `crash`."""
+    import contextlib
+    import os
+    import signal
+    import threading
+
+    from servetune.errors import BenchError
+
+    def kill_group(pgid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):  # already stopped by the run
+            os.killpg(pgid, signal.SIGKILL)
+
+    def failing_bench(url, workload, *, run_dir=None, **_):
+        pid = int((run_dir / "server.pid").read_text())  # the server this run started (its own group): ours, by id
+        threading.Timer(0.5, kill_group, args=(pid,)).start()
+        raise BenchError("peer closed connection without sending complete message body")
+
+    result = managed_run(ARGV, {}, REQUESTED, "text-chat", make_options(), requests=4, bench=failing_bench)
+    assert (result.ok, result.failure, result.stage) == (False, "crash", "bench")
+
+
 @pytest.mark.parametrize(("knobs", "failure"), [({"OOM_AT_START": 1}, "oom"), ({"HANG": 1}, "startup_timeout")])
 def test_start_failures_are_recorded_not_raised(make_options, knobs, failure):
     """A server that never serves gives a failed result with stage `start`; the bench is not called."""
