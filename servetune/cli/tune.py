@@ -172,7 +172,9 @@ class _Progress:
         elif kind == "trial" and self._task is not None:
             best = data.get("best")
             best_text = "" if not best else f"best {best['values'][0]:.4g} (trial {best['number']})"
-            p.update(self._task, completed=min(data.get("done", 0), data.get("total", 0)), best=best_text)
+            if "done" in data:
+                p.update(self._task, completed=min(data["done"], data.get("total", data["done"])))
+            p.update(self._task, best=best_text)
             if data["state"] == "FAIL":
                 f = data.get("failure") or {}
                 line = f"[red]FAIL[/] {f.get('class')}: {str(f.get('message', '')).splitlines()[0][:120] if f.get('message') else ''}"

@@ -438,7 +438,9 @@ class Tuner:
         trial.set_user_attr("failure", failure)
         self.study.tell(trial, state=TrialState.FAIL)
         _storage.retry_lost_trial(self.study, self.study._storage.get_trial(trial._trial_id))
-        self.on_event("trial", {"number": trial.number, "state": "FAIL", "failure": failure})
+        self.on_event("trial", {"number": trial.number, "state": "FAIL", "failure": failure,
+                                "source": trial.user_attrs.get("source", "sampler"),
+                                "done": self._budget_used(running=False), "total": self.o.trials})
 
     def _run_trial(self, trial, slot: Slot) -> None:
         from optuna.trial import TrialState
