@@ -15,7 +15,7 @@ At each such checkpoint `BestRelativePruner` stops a trial whose partial value i
 margin x the best value that a *finished* (COMPLETE) trial reported at the same checkpoint
 (capped at that trial's finished value, `BestRelativePruner.reference`). The margin grows with
 the data behind the partial value (`PRUNE_MARGINS`): 45% of the best while the window holds one
-or two waves, 70% from three waves on. A real server's throughput swings from wave to wave (on
+wave, 60% at two, 70% from three waves on. A real server's throughput swings from wave to wave (on
 the H200 the 3B's waves of 64 image requests took 2.7-4.0 s, mostly in time to first token): for
 SGLang 0.5.17 and one config run 20 times (docs/h200-results.md section 6), the partial value at
 the first decision read 56-136% of the same run's finished figure, and 80-115% once the window
@@ -33,12 +33,13 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import TrialState
 
-PRUNE_MARGINS: tuple[tuple[float, float], ...] = ((1.0, 0.45), (3.0, 0.7))
+PRUNE_MARGINS: tuple[tuple[float, float], ...] = ((1.0, 0.45), (2.0, 0.6), (3.0, 0.7))
 """(waves of completions in the steady window, margin from then on): prune below 45% of the best
-finished trial at the same step while the window holds 1-2 waves, below 70% from 3 waves on
-(maximize; minimize: above best/margin). On the H200, 20 runs of one config read at least 52% (1-2
-waves) and 75% (3 waves on) of the best of their batch's finished figures (docs/h200-results.md
-section 6); 85%, the single margin before, would have pruned 7 of the 20 at the first decision."""
+finished trial at the same step while the window holds one wave, below 60% at two, below 70% from
+three on (maximize; minimize: above best/margin). On the H200, 20 runs of one config read at least
+52%, 69% and 75% of the best of their batch's finished figures with one, two and three waves in
+the window (docs/h200-results.md section 6); 85%, the single margin before, would have pruned 7
+of the 20 at the first decision."""
 CHECKPOINTS_PER_RUN = 12
 MIN_WINDOW_WAVES = 1.0
 """Waves (x concurrency) of completions the partial steady window must hold before the first decision."""

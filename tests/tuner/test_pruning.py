@@ -105,14 +105,16 @@ def test_prunes_a_clearly_worse_trial_at_the_same_step():
 def test_the_margin_tightens_as_the_window_grows():
     """At 64 in flight, step 128 holds one whole wave after the ramp-up one: a config that reads
     50% of the best there is kept (an H200 run of the best config itself read 52% of its batch's
-    best); from three waves (step 256) on, 70% is the bar."""
+    best); at two waves (step 192) 60% is the bar, from three waves (step 256) on 70%."""
     pruner = BestRelativePruner(concurrency=64)
-    assert [pruner.margin(s) for s in (64, 128, 192, 255, 256, 704)] == [0.45, 0.45, 0.45, 0.45, 0.7, 0.7]
+    assert [pruner.margin(s) for s in (64, 128, 191, 192, 255, 256, 704)] == [0.45, 0.45, 0.45, 0.6, 0.6, 0.7, 0.7]
     assert BestRelativePruner(concurrency=None).margin(704) == 0.45  # open loop: no waves, the lenient margin
     study = _study()
-    _finished(study, {128: 100.0, 256: 100.0}, 100.0, source="rules")
+    _finished(study, {128: 100.0, 192: 100.0, 256: 100.0}, 100.0, source="rules")
     assert _running(study, 128, 50.0).should_prune() is False
     assert _running(study, 128, 40.0).should_prune() is True
+    assert _running(study, 192, 65.0).should_prune() is False
+    assert _running(study, 192, 55.0).should_prune() is True
     assert _running(study, 256, 75.0).should_prune() is False
     assert _running(study, 256, 65.0).should_prune() is True
 
