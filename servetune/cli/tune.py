@@ -6,6 +6,7 @@ optuna, the launcher and the benchmark are imported inside the commands, never a
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -88,7 +89,11 @@ def tune(
         with progress:
             result = tuner.run()
     except KeyboardInterrupt:
-        print(f"interrupted; resume with the same command (study {getattr(tuner, 'study_name', '?')!r})", file=sys.stderr)
+        name = getattr(tuner, "study_name", "?")
+        print(f"interrupted; resume with the same command (study {name!r})", file=sys.stderr)
+        if getattr(tuner, "storage_url", None):
+            print(f"the trials so far: servetune tune report --storage {shlex.quote(_redact(tuner.storage_url))} "
+                  f"--study {shlex.quote(name)}" + (" --json" if as_json else ""), file=sys.stderr)
         raise
     if out is not None:
         path = write_preset(result, out)
