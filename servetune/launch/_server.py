@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import http.client
 import importlib.util
 import json
@@ -287,9 +288,18 @@ _HANDLER_OWNER = [os.getpid()]
 
 
 def _forget_servers_in_child() -> None:
-    """A forked child (multiprocessing worker) owns none of its parent's servers."""
-    global _HANDLERS_INSTALLED
+    """A forked child (multiprocessing worker) owns none of its parent's servers: it forgets them,
+    gets a fresh lock (another thread may have held the parent's at the fork), and gets the default
+    SIGTERM/SIGHUP back. A Python-level handler runs only between bytecodes, so a worker blocked
+    in C (a pool worker waiting on its queue) would not die of `Pool.terminate()`'s SIGTERM."""
+    global _HANDLERS_INSTALLED, _LIVE_LOCK
     _LIVE.clear()
+    _LIVE_LOCK = threading.Lock()
+    if _HANDLERS_INSTALLED:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is _exit_on_signal:
+                with contextlib.suppress(ValueError):  # not the main thread: keep the handler (it re-raises the default)
+                    signal.signal(sig, signal.SIG_DFL)
     _HANDLERS_INSTALLED = False
 
 

@@ -70,3 +70,41 @@ def test_parallel_launches_each_get_their_own_server(make_options):
             s.stop()
     assert all(group_gone(s.pgid) for s in servers)
     assert all(PortReservation.try_acquire(s.port) is not None for s in servers)
+
+
+def _child_signal_state(_):
+    import signal
+
+    from servetune.launch import _server
+
+    return (signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGHUP) is signal.SIG_DFL,
+            _server._LIVE_LOCK.acquire(timeout=1))
+
+
+def test_a_forked_worker_gets_the_default_signal_actions_and_a_free_lock():
+    """A pool worker forked from a process that installed servetune's SIGTERM/SIGHUP handlers gets the
+    default actions back (a Python handler cannot run while the worker blocks in C, so
+    `Pool.terminate()` could hang joining it), and the server registry's lock free even if another
+    thread held it at the fork."""
+    import threading
+
+    from servetune.launch import _server
+
+    _server.install_signal_handlers()
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_the_lock():
+        with _server._LIVE_LOCK:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    try:
+        assert held.wait(5)
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            assert pool.map(_child_signal_state, [0]) == [(True, True, True)]
+    finally:
+        release.set()
+        holder.join()
