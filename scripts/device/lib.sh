@@ -108,6 +108,16 @@ on_exit() {
 trap on_exit EXIT
 trap 'stamp "signal: stopping"; exit 130' INT TERM
 
+# dev_begin NAME [ARCH]: the usual start of a device script: a stamp with the GPU, dev_setup, the weight-free model
+# dir in M3 and SGLang's base flags in BASE (--model-path M3 + LEAN_ARGS); exits the script if the set-up fails
+dev_begin() {
+  local arch=${2:-qwen2_5_vl_3b}
+  stamp "$1 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader 2>/dev/null)"
+  dev_setup "$arch" || exit 1
+  M3=$(model_dir "$arch")
+  BASE=(--model-path "$M3" "${LEAN_ARGS[@]}")
+}
+
 # SGLang flags the lean bundle needs (its kernels), with weight-free loading: LEAN_ARGS=(...) after dev_setup
 LEAN_ARGS=(--load-format dummy --attention-backend triton --mm-attention-backend triton_attn --sampling-backend pytorch
            --grammar-backend none)

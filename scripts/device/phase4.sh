@@ -7,10 +7,7 @@
 # Back in $OUT: run.log, partial-*.json, cache.tar.xz
 BUDGET_S=${BUDGET_S:-560}
 . scripts/device/lib.sh
-stamp "phase4 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
-dev_setup qwen2_5_vl_3b || exit 1
-M3=$(model_dir qwen2_5_vl_3b)
-BASE=(--model-path "$M3" "${LEAN_ARGS[@]}")
+dev_begin phase4
 
 if start_sglang defaults 30000 300 "${BASE[@]}"; then partial_runs defaults 2; fi
 stop_ours

@@ -9,11 +9,9 @@
 BUDGET_S=${BUDGET_S:-560}
 ROUNDS=${ROUNDS:-4}
 . scripts/device/lib.sh
-stamp "phase6 on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
-dev_setup qwen2_5_vl_3b || exit 1
-M3=$(model_dir qwen2_5_vl_3b)
+dev_begin phase6
 R=/tmp/sgl/p6; mkdir -p $R
-if start_sglang defaults 30000 300 --model-path "$M3" "${LEAN_ARGS[@]}"; then
+if start_sglang defaults 30000 300 "${BASE[@]}"; then
   for k in $(seq "$ROUNDS"); do
     partial_runs "r384-$k" 1 384 $R
     partial_runs "r768-$k" 1 768 $R
