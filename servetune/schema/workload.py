@@ -75,9 +75,9 @@ class Workload(BaseModel):
     """Measured requests per run (`--requests N` overrides)."""
     tune_requests: int | None = Field(default=None, ge=1)
     """Measured requests per trial of `servetune tune` (`--requests N` overrides); None = `requests`.
-    A study ranks configs a few percent apart, which needs a longer steady window than one
-    benchmark run; the pruner stops a clearly worse trial after two waves whatever the length, so
-    the extra requests are spent on the configs worth measuring well (docs/tuning.md)."""
+    For a study that should measure at another length than one benchmark run. Longer trials give
+    the pruner more room (it decides after two waves whatever the length), but on the H200 they
+    did not measure tighter (docs/h200-results.md section 6), so the shipped workloads leave it unset."""
     max_concurrency: int | None = Field(default=64, ge=1)
     """Requests in flight at most; None = unbounded."""
     request_rate: float | None = Field(default=None, gt=0)

@@ -16,10 +16,9 @@ margin x the best value that a *finished* (COMPLETE) trial reported at the same 
 (capped at that trial's finished value, `BestRelativePruner.reference`). The margin grows with
 the data behind the partial value (`PRUNE_MARGINS`): 45% of the best while the window holds one
 wave, 60% at two, 70% from three waves on. A real server's throughput swings from wave to wave (on
-the H200 the 3B's waves of 64 image requests took 2.7-4.0 s, mostly in time to first token): for
+the H200 the 3B's waves of 64 image requests took 2.4-4.0 s, mostly in time to first token): for
 SGLang 0.5.17 and one config run 20 times (docs/h200-results.md section 6), the partial value at
-the first decision read 56-136% of the same run's finished figure, and 80-115% once the window
-held three waves; the stand-in's read 95-102%. The baselines (`source` rules/defaults)
+the first decision read 56-136% of the same run's finished figure; the stand-in's 85-102%. The baselines (`source` rules/defaults)
 are never pruned, so the reference exists from the first sampled trial on. A pruned trial is
 stored PRUNED with its partial metrics; it is never a score and never the best.
 """
