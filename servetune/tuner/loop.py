@@ -327,8 +327,9 @@ class Tuner:
             problems.append(f"workload {meta.get('workload')!r} vs {self.workload.name!r}")
         if meta.get("requests") not in (None, self.requests):
             problems.append(f"{meta.get('requests')} vs {self.requests} requests per trial")
-        if self._categorical_ordinals():
-            problems.append(f"{', '.join(self._categorical_ordinals())} stored as categories (a study made before numeric "
+        stored_as_categories = self._categorical_ordinals()
+        if stored_as_categories:
+            problems.append(f"{', '.join(stored_as_categories)} stored as categories (a study made before numeric "
                             "choices were searched through an ordered index)")
         if problems:
             raise TuningError(
