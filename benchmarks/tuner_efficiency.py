@@ -10,10 +10,12 @@ Issue 4 asks two questions; each is measured where noise cannot decide it.
    landscape, so it is measured over many seeds on the stand-in's *deterministic* landscape:
    `servetune.standin.expected_throughput`, the engine's own rules (`servetune.standin._rules`)
    replayed in simulated time (what a launch with noise off serves, minus HTTP/CPU overhead).
-   It runs through the real tuner loop (`Tuner.run`: the same space, enqueued baselines,
-   sampler classes and set-up, `require` checks, dedupe and failure handling); only
-   `loop.measure`, the launch + benchmark, is replaced by the model (an OOM config comes back
-   as the same `Failure("oom")` a launch gives). The best is the true optimum, found by
+   It runs through the real tuner loop (`Tuner.run`: the same space, enqueued baselines, the
+   local phase of one-field changes of the best so far (`servetune.tuner._local`; `--no-local`
+   leaves it out), sampler classes and set-up, `require` checks, dedupe and failure handling);
+   only `loop.measure`, the launch + benchmark, is replaced by the model (an OOM config comes
+   back as the same `Failure("oom")` a launch gives; a measured one with the `/server_info` the
+   stand-in reports for its flags, which the local phase reads the baselines' auto values from). The best is the true optimum, found by
    evaluating every config of the (finite) space through the same resolve path. "Launches"
    count calls to `measure` (a reused duplicate is not a launch; a failed launch is). Runs
    that never reach 98% within the budget count as budget + 1 (censored; the median stays
@@ -76,11 +78,15 @@ TIME_SCALE = 0.25
 PRUNE_TIME_SCALE = 1.0
 
 
+LOCAL_TRIALS: int | None = None
+"""The TPE arm's local phase (`TuneOptions.local_trials`): None is the tuner's default, 0 is off (`--no-local`)."""
+
+
 def _options(tmp: Path, name: str, *, workload: str, trials: int, sampler: str, seed: int, prune: bool,
              enqueue: bool | None = None):
     from servetune.tuner import TuneOptions
 
-    return TuneOptions(
+    return TuneOptions(local_trials=LOCAL_TRIALS,
         model="qwen3-8b", gpu="h200", workload=str(tmp / workload), space_file=str(tmp / "space.yaml"),
         trials=trials, sampler=sampler, seed=seed, prune=prune, confirm_rounds=0, study=name,
         run_dir=tmp / name, sglang_cmd=f"{sys.executable} -m servetune.standin", client="builtin",
@@ -96,6 +102,13 @@ def model_value(resolution, workload, time_scale: float = TIME_SCALE) -> float |
                             input_tokens=workload.input_tokens, output_tokens=workload.output_tokens,
                             requests=workload.requests, trim=workload.steady_trim, time_scale=time_scale)
     return e.request_throughput
+
+
+def standin_server_info(argv: list[str]) -> dict:
+    """What the stand-in's /server_info reports for `argv`: its resolved flags (auto values decided)."""
+    from servetune.standin._config import build_parser, resolve
+
+    return resolve(build_parser().parse_args(argv))
 
 
 class ModelMeasure:
@@ -119,7 +132,8 @@ class ModelMeasure:
             self.stop()  # the study ends after this trial: what follows cannot change the count
         if v is None:
             return Measurement(failure=Failure("oom", "CUDA out of memory (model)"))
-        return Measurement(metrics={"comparable_request_throughput": v, "request_throughput": v, "completed": workload.requests})
+        return Measurement(metrics={"comparable_request_throughput": v, "request_throughput": v, "completed": workload.requests},
+                           server_info=standin_server_info(resolution.argv()))
 
 
 class RealMeasure:
@@ -201,6 +215,7 @@ def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int, workload
     model.target = target
     real, loop.measure = loop.measure, model
     counts: dict[str, list[int | None]] = {"tpe": [], "random": []}
+    local_n = 0
     t0 = time.monotonic()
     try:
         for seed in range(seeds):
@@ -209,20 +224,22 @@ def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int, workload
                 tuner = Tuner(_options(tmp, f"m-{workload}-{sampler}-{seed}", workload=workload, trials=budget,
                                        sampler=sampler, seed=seed, prune=False))
                 model.stop = tuner._stop.set  # as Ctrl-C between trials: the loop returns
+                local_n = tuner.local_budget if sampler == "tpe" else local_n
                 tuner.run()
                 counts[sampler].append(_launches_to(model.log, target))
     finally:
         loop.measure = real
     print(f"\n== 1a. launches to reach 98% of the optimum ({target:.1f} req/s), landscape {label}: deterministic, "
           f"{seeds} seeds per arm, budget {budget} launches (--trials), real tuner loop ({time.monotonic() - t0:.0f} s) ==")
-    print(f"  TPE set-up: {describe_tpe()}")
+    print(f"  TPE set-up: {describe_tpe()}; local phase: {local_n} one-field changes of the best so far "
+          f"(servetune.tuner._local) before TPE alone")
     medians = {}
     for sampler, cs in counts.items():
         filled = [c if c is not None else budget + 1 for c in cs]
         q1, med, q3 = _quartiles(filled)
         medians[sampler] = med
-        label = "TPE + baselines" if sampler == "tpe" else "random"
-        print(f"  {label:<16} median {med:5.1f}  IQR {q1:.1f}-{q3:.1f}  mean {statistics.mean(filled):5.1f}  "
+        label = ("TPE + baselines" + (" + local" if local_n else "")) if sampler == "tpe" else "random"
+        print(f"  {label:<24} median {med:5.1f}  IQR {q1:.1f}-{q3:.1f}  mean {statistics.mean(filled):5.1f}  "
               f"not reached {sum(c is None for c in cs)}/{len(cs)}")
     ratio = medians["tpe"] / medians["random"]
     bound = "<= " if medians["random"] > budget else ""  # random's median censored: its true median is larger
@@ -385,10 +402,13 @@ def main() -> None:
     ap.add_argument("--prune-waves", type=float, default=None,
                     help="waves of completions the steady window must hold before the first pruning decision "
                          "(default: the tuner's MIN_WINDOW_WAVES)")
+    ap.add_argument("--no-local", action="store_true", help="TPE arm without the local phase (TuneOptions.local_trials=0)")
     ap.add_argument("--skip", action="append", choices=["model", "second", "real", "noise", "pruning"], default=[],
                     help="leave out a part (second: the second landscape of part 1a)")
     a = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
+    global LOCAL_TRIALS
+    LOCAL_TRIALS = 0 if a.no_local else None
     q = a.quick
     seeds = a.seeds or (10 if q else 20)
     budget = a.budget or (60 if q else 80)

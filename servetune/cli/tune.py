@@ -52,7 +52,8 @@ def tune(
     space_set: Annotated[Optional[list[str]], typer.Option("--space-set", help="Add or replace one dimension: 'max_running_requests=int(32,512,log)', 'schedule_policy=choice(fcfs,lpm)'.", rich_help_panel=_SEARCH)] = None,
     sampler: Annotated[str, typer.Option("--sampler", help="tpe or random.", rich_help_panel=_SEARCH)] = "tpe",
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sampler seed.", rich_help_panel=_SEARCH)] = 0,
-    no_prune: Annotated[bool, typer.Option("--no-prune", help="Run every benchmark to the end (no median pruning).", rich_help_panel=_SEARCH)] = False,
+    local_trials: Annotated[Optional[int], typer.Option("--local-trials", min=0, help="TPE: trials that first try one-field changes of the best config so far (default: two per searched field, at most a quarter of --trials; 0: off).", rich_help_panel=_SEARCH)] = None,
+    no_prune: Annotated[bool, typer.Option("--no-prune", help="Run every benchmark to the end (no pruning of clearly worse trials).", rich_help_panel=_SEARCH)] = False,
     confirm: Annotated[int, typer.Option("--confirm", help="Rounds of re-measuring the finalists interleaved with the baseline (0: off).", rich_help_panel=_SEARCH)] = 2,
     finalists: Annotated[int, typer.Option("--finalists", help="Finalists re-measured.", rich_help_panel=_SEARCH)] = 1,
     storage: Annotated[Optional[str], typer.Option("--storage", help="Optuna RDB URL (sqlite:///tune.db, postgresql://...); default: SQLite in the run dir.", rich_help_panel=_STUDY)] = None,
@@ -81,7 +82,7 @@ def tune(
         space_sets=tuple(space_set or ()), storage=storage, study=study, run_dir=run_dir,
         gpus=tuple((gpus or "").split(",")) if gpus else (), requests=requests, seed=seed, sglang_cmd=sglang_cmd,
         client=client, sampler=sampler, prune=not no_prune, confirm_rounds=confirm, finalists=finalists,
-        startup_timeout_s=startup_timeout,
+        startup_timeout_s=startup_timeout, local_trials=local_trials,
     )
     progress = _Progress(enabled=not quiet)
     tuner = Tuner(options, on_event=progress.event)

@@ -185,6 +185,11 @@ def _simulate(cfg, env, *, concurrency, input_tokens, output_tokens, requests, t
         raise ValueError(f"{requests} requests at concurrency {concurrency} leave no steady window; send more")
     start, end = done[low][0], min(done[high][0], max(sent))
     inside = sum(1 for e, _ in done if start < e <= end)
-    per_ms = window_rate([e for e, _ in done if start <= e <= end], start, end, inside, concurrency)
+    if inside < 3 or end <= start:
+        # no window (the run's last send came before it opened, or one burst fills it): like
+        # `steady_window` -> None, the figure is the whole run's rate
+        per_ms = n / (done[-1][0] - min(sent))
+    else:
+        per_ms = window_rate([e for e, _ in done if start <= e <= end], start, end, inside, concurrency)
     latency = sum(e - s for e, s in done) / n
     return Expected(per_ms / (time_scale / 1000.0), None, latency * time_scale)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 import statistics
 import threading
@@ -80,6 +81,9 @@ class TuneOptions:
     startup_timeout_s: float | None = None
     n_startup_trials: int = 2  # the two enqueued baselines (see _sampler.TPE_SETUP)
     enqueue_baselines: bool = True
+    local_trials: int | None = None
+    """TPE only: trials of the local phase (`_local`), one-field changes of the best so far;
+    None: `_local.local_budget` (two per searched field, at most a quarter of `trials`); 0: off."""
 
 
 @dataclass
@@ -419,6 +423,7 @@ class Tuner:
                         self._converged = True
                         self.on_event("converged", {"reproposals": self._reproposals, "done": self._budget_used(running=False)})
                     return
+                self._enqueue_neighbour()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # "heartbeat is meant for optimize()": we beat ourselves
                     trial = self.study.ask()
@@ -431,6 +436,51 @@ class Tuner:
                     raise
             if self._stop.is_set():
                 return
+
+    @property
+    def local_budget(self) -> int:
+        """Trials of the local phase this study runs (0 for random search and Pareto studies)."""
+        from servetune.tuner._local import local_budget
+
+        if self.o.sampler != "tpe" or len(self.objectives) > 1:
+            return 0
+        return local_budget(len(self.space.params), self.o.trials) if self.o.local_trials is None else max(0, self.o.local_trials)
+
+    def _enqueue_neighbour(self) -> None:
+        """The local phase (`_local`): queue a one-field change of the best finished trial, until
+        `local_budget` such trials exist. Nothing while another queued trial waits (baselines, retries)."""
+        from optuna.trial import TrialState
+
+        from servetune.tuner import _local
+
+        budget = self.local_budget
+        if not budget:
+            return
+        trials = self.study.get_trials(deepcopy=False)
+        if any(t.state == TrialState.WAITING for t in trials) or sum(t.user_attrs.get("source") == "local" for t in trials) >= budget:
+            return
+        sign = 1.0 if self.objectives[0].direction == "maximize" else -1.0
+        finished = [t for t in trials if t.state == TrialState.COMPLETE and t.values and _full_values(t) is not None
+                    and all(v <= 0 for v in t.user_attrs.get("constraints") or [])]
+        if not finished:
+            return
+        incumbent = max(finished, key=lambda t: sign * t.values[0])
+        rng = random.Random(f"{self.o.seed}-{len(trials)}") if self.o.seed is not None else random.Random()
+        space = {n: p.distribution for n, p in self.space.params.items()}
+        values = _local.propose(space, _full_values(incumbent), [v for t in trials if (v := _full_values(t)) is not None], rng)
+        if values is not None:
+            self.study.enqueue_trial(encode_params(self.space, values), user_attrs={"source": "local", "local_of": incumbent.number})
+
+    def _effective_params(self, params: dict[str, Any], fixed: dict[str, Any], env: dict[str, str],
+                          server_info: dict[str, Any]) -> dict[str, Any] | None:
+        """A baseline's full config in the space, from what the server reported (`_local.effective_params`)."""
+        from servetune.tuner import _local
+
+        space = {n: p.distribution for n, p in self.space.params.items()}
+        known = {**{k: v for k, v in fixed.items() if v is not None}, **params}
+        defaults = {n: env[n] if n in env else getattr((self.catalog.env if n.startswith("SGLANG_") else self.catalog.fields).get(n), "default", None)
+                    for n in space}
+        return _local.effective_params(space, known, server_info, defaults)
 
     def _interrupted(self, trial) -> None:
         from optuna.trial import TrialState
@@ -520,6 +570,9 @@ class Tuner:
                 )
             return self._fail(trial, m.failure)
         assert m.metrics is not None
+        if source in SOURCES_BASELINE and self.local_budget:
+            fixed = trial.user_attrs.get("fixed") or {}
+            trial.set_user_attr("effective_params", self._effective_params(params, fixed, env, m.server_info))
         return self._tell_measured(trial, m)
 
     @property
@@ -780,6 +833,14 @@ def _preset_tune(preset: str | None) -> dict[str, Any]:
 
     loaded, _, _ = load_preset(preset)
     return dict(loaded.tune)
+
+
+def _full_values(t) -> dict[str, Any] | None:
+    """A trial's full config in the space (real values): a baseline's `effective_params`, else
+    its sampled `params` (None while unknown)."""
+    if t.user_attrs.get("source") in SOURCES_BASELINE:
+        return t.user_attrs.get("effective_params")
+    return t.user_attrs.get("params")
 
 
 def _jsonable(obj: Any) -> Any:

@@ -11,6 +11,9 @@ import yaml
 from tests.tuner.conftest import MODEL, load_trials, run_tune, tune_argv
 
 SLO_MS = 800.0
+# The local phase's first trial is a one-field change of the baseline drawn with this seed:
+# with 17 it is mem_fraction_static 0.94, which dies with CUDA OOM at start (the OOM test below).
+SEED = 17
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +31,7 @@ def study_run(tmp_path_factory):
     env = dict(os.environ, SERVETUNE_STANDIN_TIME_SCALE="0.5", SERVETUNE_RUNS_DIR=str(tmp / "runs"))
     run_dir = tmp / "run"
     argv = tune_argv(workload, space, run_dir, "--slo", f"p99_ttft_ms<={SLO_MS:g}", "--confirm", "1",
-                     "--out", str(tmp / "best.yaml"), "--json", trials=10)
+                     "--out", str(tmp / "best.yaml"), "--json", trials=10, seed=SEED)
     code, data, stderr = run_tune(argv, env)
     assert code == 0, stderr
     return {"data": data, "tmp": tmp, "run_dir": run_dir, "stderr": stderr}
@@ -63,6 +66,7 @@ def test_oom_trials_are_infeasible_records_with_class_and_log_tail(study_run):
     data = study_run["data"]
     ooms = [t for t in data["trials"] if t["params"].get("mem_fraction_static") == 0.94]
     assert ooms, "the seeded study should try the OOM value at least once"
+    assert any(t["source"] == "local" for t in ooms)
     for t in ooms:
         assert t["state"] == "FAIL" and t["failure"]["class"] == "oom"
         assert "metrics" not in t and "values" not in t
