@@ -224,8 +224,8 @@ def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int, workload
                 tuner = Tuner(_options(tmp, f"m-{workload}-{sampler}-{seed}", workload=workload, trials=budget,
                                        sampler=sampler, seed=seed, prune=False))
                 model.stop = tuner._stop.set  # as Ctrl-C between trials: the loop returns
-                local_n = tuner.local_budget if sampler == "tpe" else local_n
                 tuner.run()
+                local_n = tuner.local_budget if sampler == "tpe" else local_n
                 counts[sampler].append(_launches_to(model.log, target))
     finally:
         loop.measure = real
@@ -310,7 +310,7 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
 
     from servetune.standin import expected_throughput
     from servetune.tuner import Tuner
-    from servetune.tuner._pruning import CHECKPOINTS_PER_RUN, PRUNE_MARGINS, window_needs
+    from servetune.tuner._pruning import CHECKPOINTS_PER_RUN, FIRST_WAVE_MARGIN, PRUNE_MARGINS, window_needs
     from servetune.tuner.space import encode_params
 
     # a realistic sequence: the baselines first (as every study), then configs drawn at random
@@ -359,7 +359,8 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
           f"(seed {seed}), {requests} requests at concurrency 64, same list in both studies ({time.monotonic() - t0:.0f} s) ==")
     margins = ", ".join(f"{m:.0%} from {w:g} wave(s) in the window" for w, m in PRUNE_MARGINS)
     print(f"  pruner: BestRelativePruner, margin of the best finished trial at the same step {margins}; checkpoints every "
-          f"1/{CHECKPOINTS_PER_RUN} of the run once the steady window holds >= {window_needs(64)} completions; baselines never pruned")
+          f"1/{CHECKPOINTS_PER_RUN} of the run once the steady window holds >= {window_needs(64)} completions, and one at the "
+          f"end of the first wave (64 completions, the run's rate so far) with margin {FIRST_WAVE_MARGIN:.0%}; baselines never pruned")
     print(f"  benchmark seconds: no pruning {full_s:.1f}, pruning {pruned_s:.1f} ({n_pruned} of {len(measured)} launched "
           f"and measured pruned; {fails} failed in both): saved {saved:.0%} (goal >= 50%: {'met' if saved >= 0.5 else 'NOT met'})")
     first = min((min(t.intermediate_values) for t in pruned.values() if t.intermediate_values), default=None)
@@ -367,8 +368,8 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
         # the most pruning could save: every launched trial but the baselines stopped at the first decision
         cap = sum((t.user_attrs.get("timing") or {}).get("bench_s", 0.0) for t in full.values()
                   if t.user_attrs.get("source") not in ("rules", "defaults")) * (1 - first / requests)
-        print(f"  first decision at {first}/{requests} completions ({first / requests:.0%} of the run: the partial steady window "
-              f"first holds the gate there); most it could save here: {cap / full_s:.0%}")
+        print(f"  first decision at {first}/{requests} completions ({first / requests:.0%} of the run); most it could save "
+              f"here: {cap / full_s:.0%}")
     # how far the partial value at the first decision is from the same trial's full run (the trials that ran to the end)
     early = [(min(t.intermediate_values), t.intermediate_values[min(t.intermediate_values)] / t.values[0])
              for t in pruned.values() if t.state.name == "COMPLETE" and t.intermediate_values and t.values]
@@ -381,7 +382,8 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
         t = pruned[n]
         at = t.user_attrs.get("pruned_at") or {}
         mv = model(full[n].user_attrs.get("argv") or [])
-        how = (f"PRUNED at {at.get('step')}/{requests} (partial {at.get('value', 0):.1f}, {at.get('steady_completed')} in window)"
+        window = f"{at.get('steady_completed')} in window" if at.get("steady_completed") else "first wave, no window yet"
+        how = (f"PRUNED at {at.get('step')}/{requests} (partial {at.get('value', 0):.1f}, {window})"
                if t.state.name == "PRUNED" else f"{t.state.name} {t.values[0] if t.values else float('nan'):.1f}")
         print(f"    #{rank:<2} trial {n:<2} {full[n].user_attrs.get('source', 'sampler'):<8} full {full[n].values[0]:6.1f} req/s  "
               f"model {mv if mv is not None else float('nan'):6.1f}  with pruning: {how}")

@@ -355,7 +355,8 @@ async def _measure(client, queue, requests, workload, bodies, model, base, on_pr
         record = await done_event.get()
         finished.append(record)
         last_end = max(last_end, clock0 + record.start + record.latency) if record.success else max(last_end, time.perf_counter())
-        if (on_progress or should_stop) and (count % every == 0 or count == requests):
+        # every `every` completions, the last, and the end of the first wave (the pruner's first look)
+        if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
             snapshot = partial()
             if on_progress is not None:
                 on_progress(count, requests, snapshot)

@@ -11,6 +11,13 @@ so the first decision comes after two waves of completions. On the stand-in, the
 the end read 98-100% of their full-run throughput there; half a wave read 60-64% (a window that ends
 inside a burst of completions), so the gate stays at one wave.
 
+One decision comes earlier, for throughput objectives: at the moment the first wave completes
+(`concurrency` completions), on the whole run's rate so far, a trial below `FIRST_WAVE_MARGIN`
+(40%) of the best finished trial's figure at that moment stops (`Checkpoints(first_wave=True)`).
+That figure is rougher (a server that runs fewer requests at once than the client sends reads as
+low as half its steady rate there), hence the lower bar; it stops the clearly hopeless configs
+after one wave instead of two.
+
 At each such checkpoint `BestRelativePruner` stops a trial whose partial value is worse than a
 margin x the best value that a *finished* (COMPLETE) trial reported at the same checkpoint
 (capped at that trial's finished value, `BestRelativePruner.reference`). The margin grows with
@@ -39,6 +46,14 @@ three on (maximize; minimize: above best/margin). On the H200, 20 runs of one co
 52%, 69% and 75% of the best of their batch's finished figures with one, two and three waves in
 the window (docs/h200-results.md section 6); 85%, the single margin before, would have pruned 7
 of the 20 at the first decision."""
+FIRST_WAVE_MARGIN = 0.4
+"""The margin of the one decision before the steady window opens: at the moment the first wave of
+a closed loop completes (`concurrency` completions), on the whole run's rate so far. That rate
+is biased low for a server that runs fewer requests at once than the client sends (its first
+`concurrency` completions take two batches when the limit is just under it: down to half the
+steady rate); on the H200, runs of SGLang read 55-104% of their batch's best finished figure
+there (the 55-58% ones with max_running_requests 48 against 64 in flight). 40% stays under that
+floor, so only a config below 40% of the best stops after one wave."""
 CHECKPOINTS_PER_RUN = 12
 MIN_WINDOW_WAVES = 1.0
 """Waves (x concurrency) of completions the partial steady window must hold before the first decision."""
@@ -71,13 +86,24 @@ def window_ready(partial: Mapping[str, Any], concurrency: int | None, waves: flo
 class Checkpoints:
     """Which partial results of one trial go to the pruner: the first report at or after each
     grid step, and only once the steady window holds a full wave; `due` gives the step to report
-    it under (the grid step, so trials compare at equal progress), or None."""
+    it under (the grid step, so trials compare at equal progress), or None.
 
-    def __init__(self, requests: int, concurrency: int | None) -> None:
+    `first_wave`: also the report at exactly `concurrency` completions, the end of the first
+    wave, before any steady window (its figure is the whole run's rate so far; judged with
+    `FIRST_WAVE_MARGIN`). For figures that grow with speed (throughputs) only: a latency
+    percentile of the ramp-up wave says little about the steady state."""
+
+    def __init__(self, requests: int, concurrency: int | None, *, first_wave: bool = False) -> None:
         self.grid = checkpoints(requests)
         self.concurrency = concurrency
+        self.first_wave = concurrency if first_wave and concurrency and concurrency < requests else None
 
     def due(self, step: int, partial: Mapping[str, Any]) -> int | None:
+        if self.first_wave is not None and step >= self.first_wave:
+            at, self.first_wave = self.first_wave, None
+            if step == at and not partial.get("steady_completed"):
+                self.grid = [c for c in self.grid if c > step]
+                return at
         if not self.grid or step < self.grid[0]:
             return None
         checkpoint = max(c for c in self.grid if c <= step)
@@ -95,21 +121,26 @@ class BestRelativePruner(BasePruner):
     """
 
     def __init__(self, margins: float | Sequence[tuple[float, float]] = PRUNE_MARGINS, *, concurrency: int | None = None,
-                 protected_sources: tuple[str, ...] = PROTECTED_SOURCES) -> None:
+                 first_wave_margin: float = FIRST_WAVE_MARGIN, protected_sources: tuple[str, ...] = PROTECTED_SOURCES) -> None:
         schedule = [(0.0, margins)] if isinstance(margins, (int, float)) else sorted((float(w), m) for w, m in margins)
         if not schedule:
             raise ValueError("margins must not be empty")
-        for _, m in schedule:
+        for m in (*(m for _, m in schedule), first_wave_margin):
             if not 0.0 < m <= 1.0:
                 raise ValueError(f"a margin must be in (0, 1], got {m}")
         self.schedule = schedule
+        self.first_wave_margin = first_wave_margin
         self.concurrency = concurrency
         self.protected_sources = protected_sources
 
     def margin(self, step: int) -> float:
-        """The margin at `step` completions: the last schedule entry whose waves the window holds."""
+        """The margin at `step` completions: `first_wave_margin` before the window holds a whole
+        wave (the first-wave decision, `Checkpoints`), else the last schedule entry whose waves the
+        window holds."""
         if not self.concurrency:
             return self.schedule[0][1]
+        if step < 2 * self.concurrency:
+            return self.first_wave_margin
         waves = max(0, step - self.concurrency) // self.concurrency
         return next((m for w, m in reversed(self.schedule) if waves >= w), self.schedule[0][1])
 

@@ -531,7 +531,7 @@ class Tuner:
         # CPU with. It is asked only once the steady window holds a full wave (`window_ready`, `MIN_WINDOW_WAVES`).
         from servetune.tuner._pruning import Checkpoints
 
-        points = Checkpoints(self.requests, self.workload.max_concurrency)
+        points = Checkpoints(self.requests, self.workload.max_concurrency, first_wave=self.objectives[0].direction == "maximize")
 
         def should_stop(step: int, partial: Any) -> bool:
             if self._stop.is_set():

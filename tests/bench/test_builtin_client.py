@@ -160,6 +160,17 @@ def test_progress_is_reported_up_to_the_total():
     assert calls[-1] == (24, 24) and [d for d, _ in calls] == sorted(d for d, _ in calls)
 
 
+def test_progress_is_also_reported_at_the_end_of_the_first_wave():
+    """The tuner's first pruning look: a report at exactly max_concurrency completions, between the
+    every-requests//50 ones (here every 2nd; 9 is odd)."""
+    calls = []
+    wave = TEXT.model_copy(update={"requests": 120, "max_concurrency": 9})
+    with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
+        run_benchmark(server.url, wave, on_progress=lambda done, total, partial: calls.append(done))
+    assert 9 in calls and 7 not in calls and 11 not in calls
+    assert calls == sorted(calls) and calls[-1] == 120
+
+
 def test_server_errors_count_as_failed():
     with FakeServer(ttft_s=0.0, itl_s=0.0, fail_every=4) as server:
         m = run_benchmark(server.url, TEXT)

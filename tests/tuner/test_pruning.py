@@ -50,10 +50,32 @@ def test_never_decides_before_one_wave_in_the_steady_window():
     assert points.due(199, {"steady_completed": 100}) == 192
 
 
+def test_the_first_wave_is_one_decision_before_the_window_opens():
+    """With `first_wave`, the report at exactly `concurrency` completions (no steady window yet)
+    is a decision; a report that comes later than that, or a window already open, is not."""
+    points = Checkpoints(384, concurrency=64, first_wave=True)
+    assert points.due(32, {"steady_completed": 0}) is None
+    assert points.due(64, {"steady_completed": 0}) == 64
+    assert points.due(70, {"steady_completed": 6}) is None  # back to the grid: a full wave in the window first
+    assert points.due(131, {"steady_completed": 67}) == 128
+    late = Checkpoints(384, concurrency=64, first_wave=True)
+    assert late.due(63, {"steady_completed": 0}) is None
+    assert late.due(65, {"steady_completed": 1}) is None  # the first wave's end was not seen: no early decision
+    assert Checkpoints(384, concurrency=64).due(64, {"steady_completed": 0}) is None  # off (latency objectives)
+    assert Checkpoints(64, concurrency=64, first_wave=True).first_wave is None  # a run of one wave
+    # judged with the lower first-wave bar
+    study = _study()
+    _finished(study, {64: 100.0, 128: 100.0}, 100.0, source="rules")
+    assert _running(study, 64, 45.0).should_prune() is False  # could be a running limit just under the load
+    assert _running(study, 64, 35.0).should_prune() is True
+
+
 def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path, monkeypatch, space_file):
-    """`Tuner.run` with `loop.measure` replaced by synthetic partial results: the baseline is
-    slow and completes; a trial at 40% of its throughput is pruned at the first checkpoint whose
-    steady window holds a full wave (64), not before; PRUNED trials keep partial metrics."""
+    """`Tuner.run` with `loop.measure` replaced by synthetic partial results: the baseline
+    completes; a trial at 42% of its throughput passes the first-wave look (40%) and is pruned at
+    the first checkpoint whose steady window holds a full wave (64, at 144 completions here: step
+    160 of the grid); one at 30% is pruned at the
+    end of the first wave; PRUNED trials keep partial metrics."""
     from servetune.tuner import TuneOptions, Tuner, loop
     from servetune.tuner._evaluate import Measurement
 
@@ -63,9 +85,8 @@ def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path,
     calls = []
 
     def fake_measure(res, *, workload, should_stop, **_):
-        baseline = not calls
-        calls.append(baseline)
-        value = 100.0 if baseline else 40.0
+        value = 100.0 if not calls else (42.0 if len(calls) % 2 else 30.0)
+        calls.append(value)
         for step in range(2, workload.requests + 1, 2):  # the builtin client asks every requests//50
             partial = {"comparable_request_throughput": value, "completed": step,
                        "steady_completed": max(0, int(0.9 * step) - 64)}
@@ -75,18 +96,22 @@ def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path,
 
     monkeypatch.setattr(loop, "measure", fake_measure)
     tuner = Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload=str(workload_file), space_file=str(space_file),
-                              trials=4, seed=1, confirm_rounds=0, run_dir=tmp_path / "study", client="builtin"))
+                              trials=5, seed=1, confirm_rounds=0, run_dir=tmp_path / "study", client="builtin"))
     tuner.run()
     trials = tuner.study.get_trials(deepcopy=False)
     base = [t for t in trials if t.user_attrs.get("source") == "rules"]
     assert base and base[0].state == TrialState.COMPLETE
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
-    assert pruned, [t.state for t in trials]
+    assert {t.user_attrs["metrics"]["comparable_request_throughput"] for t in pruned} == {42.0, 30.0}, [t.state for t in trials]
     for t in pruned:
         at = t.user_attrs["pruned_at"]
-        assert at["steady_completed"] >= 64  # a full wave (max_concurrency 64) inside the window
-        assert min(t.intermediate_values) == at["step"]  # the first report was the decision
-        assert t.user_attrs["metrics"]["comparable_request_throughput"] == 40.0
+        assert min(t.intermediate_values) == 64  # every trial's first look: the end of the first wave
+        if t.user_attrs["metrics"]["comparable_request_throughput"] == 30.0:
+            assert at["step"] == 64 and at["steady_completed"] == 0
+        else:
+            # the first grid step (every 32) whose report finds a full wave inside the window
+            assert at["step"] == 160 and at["steady_completed"] >= 64
+            assert sorted(t.intermediate_values) == [64, 160]
     result = tuner.result()
     assert result.best is not None and result.best.state == "COMPLETE"
 
@@ -107,7 +132,7 @@ def test_the_margin_tightens_as_the_window_grows():
     50% of the best there is kept (an H200 run of the best config itself read 52% of its batch's
     best); at two waves (step 192) 60% is the bar, from three waves (step 256) on 70%."""
     pruner = BestRelativePruner(concurrency=64)
-    assert [pruner.margin(s) for s in (64, 128, 191, 192, 255, 256, 704)] == [0.45, 0.45, 0.45, 0.6, 0.6, 0.7, 0.7]
+    assert [pruner.margin(s) for s in (64, 128, 191, 192, 255, 256, 704)] == [0.4, 0.45, 0.45, 0.6, 0.6, 0.7, 0.7]
     assert BestRelativePruner(concurrency=None).margin(704) == 0.45  # open loop: no waves, the lenient margin
     study = _study()
     _finished(study, {128: 100.0, 192: 100.0, 256: 100.0}, 100.0, source="rules")
