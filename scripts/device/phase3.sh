@@ -4,7 +4,7 @@
 #       carry=[".sgl", ".whl"], timeout_s=590)
 # STEPS (in order given): resolve   servetune resolve --sglang-version 0.5.17 for the weight-free 3B and 8B dirs
 #                         tune      servetune tune on Qwen2.5-VL-3B, single-image-stream; resumes .sgl/tune/study.db
-#                                   (TUNE_FRESH=1: a new study; TUNE_REQUESTS=N: requests per trial)
+#                                   (TUNE_FRESH=1: a new study; TUNE_REQUESTS=N: requests per trial; TUNE_LOCAL=N: --local-trials N)
 #                         launch8b  servetune launch of the resolved Qwen3-VL-8B + servetune bench --cross-check on it
 # Back in $OUT: run.log, resolve.tar, tune.tar.xz (study.db, tune.json, best.yaml, trial dirs), launch8b.tar.xz, cache.tar.xz
 BUDGET_S=${BUDGET_S:-560}
@@ -41,7 +41,7 @@ step_tune() {
   timeout -s INT -k 40 $lim $ST tune --model "$M3" --hardware "$HW" --sglang-version 0.5.17 --workload single-image-stream \
     "${PINS[@]}" --space scripts/device/space-0.5.17.yaml --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \
     --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream --run-dir $T \
-    --startup-timeout 300 --seed ${TUNE_SEED:-0} ${TUNE_REQUESTS:+--requests $TUNE_REQUESTS} --out $T/best.yaml --json > $T/tune-${TUNE_TAG:-a}.json 2> $T/tune-${TUNE_TAG:-a}.err
+    --startup-timeout 300 --seed ${TUNE_SEED:-0} ${TUNE_REQUESTS:+--requests $TUNE_REQUESTS} ${TUNE_LOCAL:+--local-trials $TUNE_LOCAL} --out $T/best.yaml --json > $T/tune-${TUNE_TAG:-a}.json 2> $T/tune-${TUNE_TAG:-a}.err
   stamp "tune rc=$?"; cat $T/tune-${TUNE_TAG:-a}.err | tail -30
   $ST tune report --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream > $T/report-${TUNE_TAG:-a}.txt 2>&1 || true
   tar cf - -C /tmp/sgl tune | xz -6 -T0 > "$OUT/tune.tar.xz"

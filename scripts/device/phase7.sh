@@ -1,0 +1,23 @@
+#!/bin/bash
+# Device call (issue 4, session 4): the pruner's first-wave look on real SGLang 0.5.17 (weight-free Qwen2.5-VL-3B,
+# H200). At exactly 64 completions (the first wave of 64 clients) the tuner judges the run's rate so far; a server
+# whose running limit sits just under the 64 clients completes its first 64 requests in two batches, the worst case
+# for that figure. SGLang's defaults, then --max-running-requests 60 and 56: 384-request single-image-stream runs,
+# every request's record kept (scripts/device/first_wave.py reads them).
+#   run(command="bash scripts/device/phase7.sh", carry=[".sgl", ".whl"], timeout_s=590)
+# Back in $OUT: run.log, partials.tar.xz (partial-*.json), requests.tar.xz (each run's requests.jsonl), cache.tar.xz
+BUDGET_S=${BUDGET_S:-560}
+. scripts/device/lib.sh
+dev_begin phase7
+R=/tmp/sgl/p7; mkdir -p $R
+if start_sglang defaults 30000 300 "${BASE[@]}"; then partial_runs defaults 3 384 $R; fi
+stop_ours
+for m in 60 56; do
+  [ "$(left)" -gt 170 ] || { stamp "skipping mrr$m: $(left)s left"; break; }
+  if start_sglang "mrr$m" 30000 150 "${BASE[@]}" --max-running-requests $m; then partial_runs "mrr$m" 3 384 $R; fi
+  stop_ours
+done
+tar cf - -C $R . | xz -6 -T0 > "$OUT/requests.tar.xz"
+(cd "$OUT" && ls partial-*.json >/dev/null 2>&1 && tar cf - partial-*.json | xz -6 > partials.tar.xz && rm -f partial-*.json)
+pack_cache
+ls -la "$OUT"
