@@ -135,3 +135,12 @@ partial_runs() {
       ${root:+--run-dir "$root/$name-$i"}
   done
 }
+
+# config_runs NAME DEADLINE_S COUNT REQUESTS RUN_ROOT [SGLANG FLAGS...]: SGLang with $BASE and FLAGS on port 30000
+# (start deadline DEADLINE_S), COUNT partial_runs of REQUESTS (RUN_ROOT: keep every request, may be ""), then stop it
+config_runs() {
+  local name=$1 deadline=$2 count=$3 requests=$4 root=$5
+  shift 5
+  if start_sglang "$name" 30000 "$deadline" "${BASE[@]}" "$@"; then partial_runs "$name" "$count" "$requests" "$root"; fi
+  stop_ours
+}

@@ -9,9 +9,7 @@ BUDGET_S=${BUDGET_S:-560}
 . scripts/device/lib.sh
 dev_begin phase4
 
-if start_sglang defaults 30000 300 "${BASE[@]}"; then partial_runs defaults 2; fi
-stop_ours
-if [ "$(left)" -gt 260 ] && start_sglang mrr16 30000 200 "${BASE[@]}" --max-running-requests 16; then partial_runs mrr16 1; fi
-stop_ours
+config_runs defaults 300 2 768 ""
+[ "$(left)" -gt 260 ] && config_runs mrr16 200 1 768 "" --max-running-requests 16
 pack_cache
 ls -la "$OUT"

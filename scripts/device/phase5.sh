@@ -9,10 +9,8 @@ BUDGET_S=${BUDGET_S:-560}
 . scripts/device/lib.sh
 dev_begin phase5
 R=/tmp/sgl/p5; mkdir -p $R
-if start_sglang defaults 30000 300 "${BASE[@]}"; then partial_runs defaults 3 768 $R; fi
-stop_ours
-if [ "$(left)" -gt 200 ] && start_sglang mrr48 30000 150 "${BASE[@]}" --max-running-requests 48; then partial_runs mrr48 2 768 $R; fi
-stop_ours
+config_runs defaults 300 3 768 $R
+[ "$(left)" -gt 200 ] && config_runs mrr48 150 2 768 $R --max-running-requests 48
 tar cf - -C $R . | xz -6 -T0 > "$OUT/requests.tar.xz"
 pack_cache
 ls -la "$OUT"

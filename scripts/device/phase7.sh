@@ -10,12 +10,10 @@ BUDGET_S=${BUDGET_S:-560}
 . scripts/device/lib.sh
 dev_begin phase7
 R=/tmp/sgl/p7; mkdir -p $R
-if start_sglang defaults 30000 300 "${BASE[@]}"; then partial_runs defaults 3 384 $R; fi
-stop_ours
+config_runs defaults 300 3 384 $R
 for m in 60 56; do
   [ "$(left)" -gt 170 ] || { stamp "skipping mrr$m: $(left)s left"; break; }
-  if start_sglang "mrr$m" 30000 150 "${BASE[@]}" --max-running-requests $m; then partial_runs "mrr$m" 3 384 $R; fi
-  stop_ours
+  config_runs "mrr$m" 150 3 384 $R --max-running-requests $m
 done
 tar cf - -C $R . | xz -6 -T0 > "$OUT/requests.tar.xz"
 (cd "$OUT" && ls partial-*.json >/dev/null 2>&1 && tar cf - partial-*.json | xz -6 > partials.tar.xz && rm -f partial-*.json)
