@@ -467,9 +467,14 @@ class Tuner:
         incumbent = max(finished, key=lambda t: sign * t.values[0])
         rng = random.Random(f"{self.o.seed}-{len(trials)}") if self.o.seed is not None else random.Random()
         space = {n: p.distribution for n, p in self.space.params.items()}
-        values = _local.propose(space, _full_values(incumbent), [v for t in trials if (v := _full_values(t)) is not None], rng)
+        start = _full_values(incumbent)
+        values = _local.propose(space, start, [v for t in trials if (v := _full_values(t)) is not None], rng)
         if values is not None:
-            self.study.enqueue_trial(encode_params(self.space, values), user_attrs={"source": "local", "local_of": incumbent.number})
+            # fields the incumbent left to SGLang stay unset where the neighbour keeps their value, so
+            # it differs from the incumbent's launch in one field, and a winner's preset sets only that
+            auto = sorted(n for n in incumbent.user_attrs.get("auto") or [] if values[n] == start[n])
+            self.study.enqueue_trial(encode_params(self.space, values),
+                                     user_attrs={"source": "local", "local_of": incumbent.number, "auto": auto})
 
     def _effective_params(self, params: dict[str, Any], fixed: dict[str, Any], env: dict[str, str],
                           server_info: dict[str, Any]) -> dict[str, Any] | None:
@@ -503,7 +508,8 @@ class Tuner:
             layer: dict[str, Any] = {}
         else:
             params = suggest(trial, self.space)
-            layer = {k: v for k, v in params.items() if v is not None}
+            auto = set(trial.user_attrs.get("auto") or ())  # a local trial: left to SGLang as in its incumbent
+            layer = {k: v for k, v in params.items() if v is not None and k not in auto}
             trial.set_user_attr("source", source)
         trial.set_user_attr("layer", layer)
         trial.set_user_attr("params", params)  # real values (Optuna stores an ordinal choice's index)
@@ -573,6 +579,7 @@ class Tuner:
         if source in SOURCES_BASELINE and self.local_budget:
             fixed = trial.user_attrs.get("fixed") or {}
             trial.set_user_attr("effective_params", self._effective_params(params, fixed, env, m.server_info))
+            trial.set_user_attr("auto", sorted(n for n, v in fixed.items() if v is None))
         return self._tell_measured(trial, m)
 
     @property
