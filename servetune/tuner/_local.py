@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from servetune.schema.space import ChoiceDistribution, Distribution, FloatDistribution, IntDistribution
+from servetune.tuner.space import _coerce
 
 UNKNOWN = object()
 """A value `snap` cannot place in the distribution."""
@@ -111,7 +112,7 @@ def effective_params(space: Mapping[str, Distribution], known: Mapping[str, Any]
                           if src.get(key) is not None), defaults.get(name))
         if value is None and not (isinstance(dist, ChoiceDistribution) and dist.contains(None)):
             return None  # not reported, and "auto" is not a choice
-        placed = snap(_number_from_text(value), dist)
+        placed = snap(_number_from_text(_coerce(value, dist)), dist)
         if placed is UNKNOWN:
             return None
         out[name] = placed
@@ -139,7 +140,7 @@ def _distance(a: float, b: float, *, log: bool) -> float:
 
 
 def _number_from_text(value: Any) -> Any:
-    """Env values arrive as text: "1024" is 1024 (anything else stays as is)."""
+    """Text that `_coerce` left as text (a value outside a choice list): "200" is 200, to be snapped."""
     if isinstance(value, str):
         for conv in (int, float):
             try:

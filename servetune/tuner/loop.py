@@ -397,11 +397,11 @@ class Tuner:
             self._thread_error = exc
             self._stop.set()
 
-    def _budget_used(self, *, running: bool = True) -> int:
+    def _budget_used(self, *, running: bool = True, trials: list | None = None) -> int:
         from optuna.trial import TrialState
 
         used = 0
-        for t in self.study.get_trials(deepcopy=False):
+        for t in self.study.get_trials(deepcopy=False) if trials is None else trials:
             if t.state == TrialState.RUNNING and running:
                 used += 1
             elif "duplicate_of" in t.user_attrs:
@@ -416,14 +416,15 @@ class Tuner:
         while not self._stop.is_set():
             with self._ask_lock:
                 _storage.fail_lost_trials(self.study)
-                if self._budget_used() >= self.o.trials:
+                trials = self.study.get_trials(deepcopy=False)
+                if self._budget_used(trials=trials) >= self.o.trials:
                     return
                 if self._reproposals >= MAX_REPROPOSALS:
                     if not self._converged:  # said once, though every slot's worker stops here
                         self._converged = True
                         self.on_event("converged", {"reproposals": self._reproposals, "done": self._budget_used(running=False)})
                     return
-                self._enqueue_neighbour()
+                self._enqueue_neighbour(trials)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # "heartbeat is meant for optimize()": we beat ourselves
                     trial = self.study.ask()
@@ -446,9 +447,10 @@ class Tuner:
             return 0
         return local_budget(len(self.space.params), self.o.trials) if self.o.local_trials is None else max(0, self.o.local_trials)
 
-    def _enqueue_neighbour(self) -> None:
+    def _enqueue_neighbour(self, trials: list) -> None:
         """The local phase (`_local`): queue a one-field change of the best finished trial, until
-        `local_budget` such trials exist. Nothing while another queued trial waits (baselines, retries)."""
+        `local_budget` such trials exist. Nothing while another queued trial waits (baselines, retries).
+        `trials`: the study's trials, as just read."""
         from optuna.trial import TrialState
 
         from servetune.tuner import _local
@@ -456,7 +458,6 @@ class Tuner:
         budget = self.local_budget
         if not budget:
             return
-        trials = self.study.get_trials(deepcopy=False)
         if any(t.state == TrialState.WAITING for t in trials) or sum(t.user_attrs.get("source") == "local" for t in trials) >= budget:
             return
         sign = 1.0 if self.objectives[0].direction == "maximize" else -1.0

@@ -84,6 +84,10 @@ def test_effective_params_from_a_real_sglang_server_info():
     got = effective_params(space, {}, info, {"SGLANG_VLM_CACHE_SIZE_MB": "100"})
     assert got == {"max_running_requests": 1024, "mem_fraction_static": 0.84, "chunked_prefill_size": 8192,
                    "cuda_graph_max_bs_decode": None, "schedule_policy": "fcfs", "SGLANG_VLM_CACHE_SIZE_MB": 100}
+    # env values arrive as text: a bool choice reads "1", a number outside the list is snapped
+    flags = {"SGLANG_ENABLE_X": _choice(False, True), "SGLANG_VLM_CACHE_SIZE_MB": _choice(0, 100, 1024)}
+    assert effective_params(flags, {}, info, {"SGLANG_ENABLE_X": "1", "SGLANG_VLM_CACHE_SIZE_MB": "200"}) == {
+        "SGLANG_ENABLE_X": True, "SGLANG_VLM_CACHE_SIZE_MB": 100}
     # the baseline's own values win over the report
     assert effective_params(space, {"chunked_prefill_size": 4096}, info, {"SGLANG_VLM_CACHE_SIZE_MB": "0"})["chunked_prefill_size"] == 4096
     # a field neither set nor reported (and no auto choice): no full config
