@@ -51,9 +51,10 @@ FIRST_WAVE_MARGIN = 0.4
 a closed loop completes (`concurrency` completions), on the whole run's rate so far. That rate
 is biased low for a server that runs fewer requests at once than the client sends (its first
 `concurrency` completions take two batches when the limit is just under it: down to half the
-steady rate); on the H200, runs of SGLang read 55-104% of their batch's best finished figure
-there (the 55-58% ones with max_running_requests 48 against 64 in flight). 40% stays under that
-floor, so only a config below 40% of the best stops after one wave."""
+steady rate). On the H200, 22 runs of SGLang (docs/h200-results.md section 8,
+scripts/device/first_wave.py) read 0.52-1.07 of the pruner's reference there, the 0.52-0.68 ones
+with max_running_requests 48, 56 or 60 against 64 in flight. 40% stays under that floor, so only
+a config below 40% of the best stops after one wave."""
 CHECKPOINTS_PER_RUN = 12
 MIN_WINDOW_WAVES = 1.0
 """Waves (x concurrency) of completions the partial steady window must hold before the first decision."""
