@@ -15,7 +15,7 @@ tuner reads what the server reports (`/server_info`) and snaps each value into t
 (the phase then starts from the best sampled trial). A neighbour keeps a field the incumbent
 left to SGLang unset when it keeps its value (the trial's `auto`), so its launch differs from the
 incumbent's in one field, and a winner's preset sets only what changed. On the stand-in landscape this phase took
-TPE from 9 to 5.5 launches to 98% of the optimum (median, 50 seeds) and from 14.5 to 9 on the
+TPE from 9 to 5 launches to 98% of the optimum (median, 50 seeds) and from 14.5 to 9 on the
 second landscape (docs/tuning.md, benchmarks/tuner_efficiency.py part 1a).
 """
 

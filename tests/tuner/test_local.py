@@ -32,6 +32,7 @@ def _float(low, high, **kw):
     (40, _choice(16, 32, 64), 32),                        # nearest on a log scale: 40/32 < 64/40
     (48, _choice(16, 32, 64), 64),
     (True, _choice(False, True), True),                   # a bool stays a bool, never 1
+    (1, _choice(0.5, 1.0), 1.0),                          # an int among float choices: the listed float
     (None, _choice(None, 64, 128), None),                 # auto is a choice
     ("lpm", _choice("fcfs", "lpm"), "lpm"),
     ("dfs-weight", _choice("fcfs", "lpm"), UNKNOWN),      # not a choice and not a number
