@@ -53,17 +53,33 @@ def main() -> None:
         factory = ImageFactory(width, height)
         setup_s = time.perf_counter() - started
         spliced = measure(factory.base64, args.count)
-        naive = measure(lambda _: naive_sglang(width, height, rng), max(args.count // 5, 10))
-        rows.append({"resolution": label, "servetune_images_per_s": round(spliced), "naive_images_per_s": round(naive, 1),
-                     "speedup": round(spliced / naive, 1), "servetune_setup_s": round(setup_s, 3),
-                     "jpeg_bytes": len(factory.image(0))})
+        naive = measure(
+            lambda _, width=width, height=height: naive_sglang(width, height, rng), max(args.count // 5, 10)
+        )
+        rows.append(
+            {
+                "resolution": label,
+                "servetune_images_per_s": round(spliced),
+                "naive_images_per_s": round(naive, 1),
+                "speedup": round(spliced / naive, 1),
+                "servetune_setup_s": round(setup_s, 3),
+                "jpeg_bytes": len(factory.image(0)),
+            }
+        )
     if args.json:
-        print(json.dumps({"python": platform.python_version(), "machine": platform.machine(), "results": rows}, indent=2))
+        print(
+            json.dumps({"python": platform.python_version(), "machine": platform.machine(), "results": rows}, indent=2)
+        )
         return
-    print(f"{'resolution':<11} {'servetune img/s':>16} {'naive img/s':>12} {'speedup':>8} {'set-up s':>9} {'JPEG bytes':>11}")
+    print(
+        f"{'resolution':<11} {'servetune img/s':>16} {'naive img/s':>12} "
+        f"{'speedup':>8} {'set-up s':>9} {'JPEG bytes':>11}"
+    )
     for row in rows:
-        print(f"{row['resolution']:<11} {row['servetune_images_per_s']:>16} {row['naive_images_per_s']:>12} "
-              f"{row['speedup']:>7}x {row['servetune_setup_s']:>9} {row['jpeg_bytes']:>11}")
+        print(
+            f"{row['resolution']:<11} {row['servetune_images_per_s']:>16} {row['naive_images_per_s']:>12} "
+            f"{row['speedup']:>7}x {row['servetune_setup_s']:>9} {row['jpeg_bytes']:>11}"
+        )
 
 
 if __name__ == "__main__":

@@ -41,11 +41,17 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="servetune-overhead-") as tmp:
         for i in range(args.runs):
-            opts = LaunchOptions(sglang_cmd=cmd, run_dir=Path(tmp) / f"run{i}", stop_grace_s=5, wait_gpu_release=True,
-                                 extra_env={"SERVETUNE_STANDIN_START_DELAY_S": str(args.start_delay)})
+            opts = LaunchOptions(
+                sglang_cmd=cmd,
+                run_dir=Path(tmp) / f"run{i}",
+                stop_grace_s=5,
+                wait_gpu_release=True,
+                extra_env={"SERVETUNE_STANDIN_START_DELAY_S": str(args.start_delay)},
+            )
             t0 = time.perf_counter()
-            result = managed_run(argv, {}, {"model_path": "standin/model"}, workload, opts, requests=args.requests,
-                                 client="builtin")
+            result = managed_run(
+                argv, {}, {"model_path": "standin/model"}, workload, opts, requests=args.requests, client="builtin"
+            )
             wall = time.perf_counter() - t0
             if not result.ok:
                 print(f"run {i} failed: {result.failure}: {result.message}", file=sys.stderr)
@@ -53,25 +59,41 @@ def main() -> int:
             measured = result.metrics.duration_s
             warm = result.metrics.warmup_s or 0.0
             t = result.timings
-            rows.append({
-                "wall": wall, "measured": measured, "warmup": warm, "overhead": wall - args.start_delay - measured - warm,
-                "startup": t.startup_s - args.start_delay, "bench_extra": t.bench_s - measured - warm, "stop": t.stop_s,
-                "rest": wall - t.startup_s - t.bench_s - t.stop_s,
-            })
+            rows.append(
+                {
+                    "wall": wall,
+                    "measured": measured,
+                    "warmup": warm,
+                    "overhead": wall - args.start_delay - measured - warm,
+                    "startup": t.startup_s - args.start_delay,
+                    "bench_extra": t.bench_s - measured - warm,
+                    "stop": t.stop_s,
+                    "rest": wall - t.startup_s - t.bench_s - t.stop_s,
+                }
+            )
 
     def summary(key: str) -> str:
         values = [r[key] for r in rows]
         return f"median {statistics.median(values):.3f} s  max {max(values):.3f} s"
 
-    print(f"{args.runs} managed runs of '{workload.name}' ({args.requests} requests, warmup {workload.warmup_requests}, "
-          f"concurrency {workload.max_concurrency}) against the stand-in (start-up delay {args.start_delay} s)")
+    print(
+        f"{args.runs} managed runs of '{workload.name}' ({args.requests} requests, warmup {workload.warmup_requests}, "
+        f"concurrency {workload.max_concurrency}) against the stand-in (start-up delay {args.start_delay} s)"
+    )
     print(f"  wall per run                      {summary('wall')}")
     print(f"  measured benchmark (duration_s)   {summary('measured')}")
-    print(f"  warm-up traffic (the workload's)  {summary('warmup')}   (requests the run sends on purpose; not overhead)")
+    print(
+        f"  warm-up traffic (the workload's)  {summary('warmup')}   (requests the run sends on purpose; not overhead)"
+    )
     print(f"  orchestration overhead            {summary('overhead')}   (goal < 1 s)")
     print("  of which:")
-    print(f"    start-up beyond the delay       {summary('startup')}   (spawn, import, readiness poll, /server_info, identity)")
-    print(f"    bench call beyond measured      {summary('bench_extra')}   (client preparation, token calibration, drain)")
+    print(
+        f"    start-up beyond the delay       {summary('startup')}   "
+        "(spawn, import, readiness poll, /server_info, identity)"
+    )
+    print(
+        f"    bench call beyond measured      {summary('bench_extra')}   (client preparation, token calibration, drain)"
+    )
     print(f"    stop                            {summary('stop')}   (SIGTERM, group gone, port released)")
     print(f"    run directory and bookkeeping   {summary('rest')}")
     worst = max(r["overhead"] for r in rows)

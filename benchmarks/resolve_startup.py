@@ -36,13 +36,30 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--sglang-version", default="0.5.23")
     args = ap.parse_args()
-    st = [sys.executable, "-m", "servetune", "resolve", "--model", "qwen3-vl-8b-instruct", "--gpu", "h200",
-          "--sglang-version", args.sglang_version, "--format", "shell"]
+    st = [
+        sys.executable,
+        "-m",
+        "servetune",
+        "resolve",
+        "--model",
+        "qwen3-vl-8b-instruct",
+        "--gpu",
+        "h200",
+        "--sglang-version",
+        args.sglang_version,
+        "--format",
+        "shell",
+    ]
     ours = _time(st, args.runs)
-    print(f"servetune resolve (cold process)       median {statistics.median(ours):.3f} s  min {min(ours):.3f} s  ({args.runs} runs)")
+    print(
+        f"servetune resolve (cold process)       median {statistics.median(ours):.3f} s  "
+        f"min {min(ours):.3f} s  ({args.runs} runs)"
+    )
     runner = ROOT / ".cache" / "sglang-cpu" / "run"
     if runner.exists():
-        theirs = _time(["bash", str(runner), args.sglang_version, "-m", "sglang.launch_server", "--help"], max(3, args.runs // 2))
+        theirs = _time(
+            ["bash", str(runner), args.sglang_version, "-m", "sglang.launch_server", "--help"], max(3, args.runs // 2)
+        )
         med = statistics.median(theirs)
         print(f"python -m sglang.launch_server --help   median {med:.3f} s  min {min(theirs):.3f} s")
         print(f"ratio: servetune is {med / statistics.median(ours):.1f}x faster")

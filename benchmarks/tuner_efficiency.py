@@ -15,8 +15,9 @@ Issue 4 asks two questions; each is measured where noise cannot decide it.
    leaves it out), sampler classes and set-up, `require` checks, dedupe and failure handling);
    only `loop.measure`, the launch + benchmark, is replaced by the model (an OOM config comes
    back as the same `Failure("oom")` a launch gives; a measured one with the `/server_info` the
-   stand-in reports for its flags, which the local phase reads the baselines' auto values from). The best is the true optimum, found by
-   evaluating every config of the (finite) space through the same resolve path. "Launches"
+   stand-in reports for its flags, which the local phase reads the baselines' auto values from).
+   The best is the true optimum, found by evaluating every config of the (finite) space through
+   the same resolve path. "Launches"
    count calls to `measure` (a reused duplicate is not a launch; a failed launch is). Runs
    that never reach 98% within the budget count as budget + 1 (censored; the median stays
    exact while fewer than half are, else the ratio is printed as an upper bound). Two
@@ -68,8 +69,10 @@ tune:
   mem_fraction_static: {choice: [0.8, 0.85, 0.94]}
 """
 GRID = {
-    "max_running_requests": [8, 16, 32, 64, 128], "cuda_graph_max_bs_decode": [16, 32, 64, 128],
-    "chunked_prefill_size": [512, 2048, 8192], "prefill_decode_interval": [0, 4, 8, 16],
+    "max_running_requests": [8, 16, 32, 64, 128],
+    "cuda_graph_max_bs_decode": [16, 32, 64, 128],
+    "chunked_prefill_size": [512, 2048, 8192],
+    "prefill_decode_interval": [0, 4, 8, 16],
     "mem_fraction_static": [0.8, 0.85, 0.94],
 }
 TIME_SCALE = 0.25
@@ -82,14 +85,34 @@ LOCAL_TRIALS: int | None = None
 """The TPE arm's local phase (`TuneOptions.local_trials`): None is the tuner's default, 0 is off (`--no-local`)."""
 
 
-def _options(tmp: Path, name: str, *, workload: str, trials: int, sampler: str, seed: int, prune: bool,
-             enqueue: bool | None = None):
+def _options(
+    tmp: Path,
+    name: str,
+    *,
+    workload: str,
+    trials: int,
+    sampler: str,
+    seed: int,
+    prune: bool,
+    enqueue: bool | None = None,
+):
     from servetune.tuner import TuneOptions
 
-    return TuneOptions(local_trials=LOCAL_TRIALS,
-        model="qwen3-8b", gpu="h200", workload=str(tmp / workload), space_file=str(tmp / "space.yaml"),
-        trials=trials, sampler=sampler, seed=seed, prune=prune, confirm_rounds=0, study=name,
-        run_dir=tmp / name, sglang_cmd=f"{sys.executable} -m servetune.standin", client="builtin",
+    return TuneOptions(
+        local_trials=LOCAL_TRIALS,
+        model="qwen3-8b",
+        gpu="h200",
+        workload=str(tmp / workload),
+        space_file=str(tmp / "space.yaml"),
+        trials=trials,
+        sampler=sampler,
+        seed=seed,
+        prune=prune,
+        confirm_rounds=0,
+        study=name,
+        run_dir=tmp / name,
+        sglang_cmd=f"{sys.executable} -m servetune.standin",
+        client="builtin",
         enqueue_baselines=(sampler == "tpe") if enqueue is None else enqueue,
     )
 
@@ -98,9 +121,16 @@ def model_value(resolution, workload, time_scale: float = TIME_SCALE) -> float |
     """The landscape's steady-window req/s for a resolved config (None: the server dies)."""
     from servetune.standin import expected_throughput
 
-    e = expected_throughput(resolution.argv(), resolution.env(), concurrency=workload.max_concurrency,
-                            input_tokens=workload.input_tokens, output_tokens=workload.output_tokens,
-                            requests=workload.requests, trim=workload.steady_trim, time_scale=time_scale)
+    e = expected_throughput(
+        resolution.argv(),
+        resolution.env(),
+        concurrency=workload.max_concurrency,
+        input_tokens=workload.input_tokens,
+        output_tokens=workload.output_tokens,
+        requests=workload.requests,
+        trim=workload.steady_trim,
+        time_scale=time_scale,
+    )
     return e.request_throughput
 
 
@@ -132,8 +162,10 @@ class ModelMeasure:
             self.stop()  # the study ends after this trial: what follows cannot change the count
         if v is None:
             return Measurement(failure=Failure("oom", "CUDA out of memory (model)"))
-        return Measurement(metrics={"comparable_request_throughput": v, "request_throughput": v, "completed": workload.requests},
-                           server_info=standin_server_info(resolution.argv()))
+        return Measurement(
+            metrics={"comparable_request_throughput": v, "request_throughput": v, "completed": workload.requests},
+            server_info=standin_server_info(resolution.argv()),
+        )
 
 
 class RealMeasure:
@@ -199,14 +231,24 @@ def true_optimum(tmp: Path, workload: str = "efficiency.yaml", label: str = "") 
     best, best_layer = max(ok, key=lambda x: x[0])
     baseline = model_value(tuner.resolve({}, use_rules=True), tuner.workload)
     within = sum(v >= 0.98 * best for v, _ in ok)
-    print(f"landscape {label}: {len(values)} configs, {len(values) - len(ok)} die (OOM); optimum {best:.1f} req/s "
-          f"({best_layer}); baseline {baseline:.1f} ({baseline / best:.0%}); {within} configs ({within / len(values):.1%}) "
-          f"reach 98%")
+    print(
+        f"landscape {label}: {len(values)} configs, {len(values) - len(ok)} die (OOM); optimum {best:.1f} req/s "
+        f"({best_layer}); baseline {baseline:.1f} ({baseline / best:.0%}); "
+        f"{within} configs ({within / len(values):.1%}) reach 98%"
+    )
     return best, within, len(values), best_layer
 
 
-def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int, workload: str = "efficiency.yaml",
-                       label: str = "", good: int | None = None, total: int | None = None) -> dict[str, list[int]]:
+def sampler_efficiency(
+    tmp: Path,
+    best: float,
+    seeds: int,
+    budget: int,
+    workload: str = "efficiency.yaml",
+    label: str = "",
+    good: int | None = None,
+    total: int | None = None,
+) -> dict[str, list[int]]:
     from servetune.tuner import Tuner, loop
     from servetune.tuner._sampler import describe_tpe
 
@@ -221,34 +263,52 @@ def sampler_efficiency(tmp: Path, best: float, seeds: int, budget: int, workload
         for seed in range(seeds):
             for sampler in ("tpe", "random"):
                 model.log = []
-                tuner = Tuner(_options(tmp, f"m-{workload}-{sampler}-{seed}", workload=workload, trials=budget,
-                                       sampler=sampler, seed=seed, prune=False))
+                tuner = Tuner(
+                    _options(
+                        tmp,
+                        f"m-{workload}-{sampler}-{seed}",
+                        workload=workload,
+                        trials=budget,
+                        sampler=sampler,
+                        seed=seed,
+                        prune=False,
+                    )
+                )
                 model.stop = tuner._stop.set  # as Ctrl-C between trials: the loop returns
                 tuner.run()
                 local_n = tuner.local_budget if sampler == "tpe" else local_n
                 counts[sampler].append(_launches_to(model.log, target))
     finally:
         loop.measure = real
-    print(f"\n== 1a. launches to reach 98% of the optimum ({target:.1f} req/s), landscape {label}: deterministic, "
-          f"{seeds} seeds per arm, budget {budget} launches (--trials), real tuner loop ({time.monotonic() - t0:.0f} s) ==")
-    print(f"  TPE set-up: {describe_tpe()}; local phase: {local_n} one-field changes of the best so far "
-          f"(servetune.tuner._local) before TPE alone")
+    print(
+        f"\n== 1a. launches to reach 98% of the optimum ({target:.1f} req/s), landscape {label}: deterministic, "
+        f"{seeds} seeds per arm, budget {budget} launches (--trials), "
+        f"real tuner loop ({time.monotonic() - t0:.0f} s) =="
+    )
+    print(
+        f"  TPE set-up: {describe_tpe()}; local phase: {local_n} one-field changes of the best so far "
+        f"(servetune.tuner._local) before TPE alone"
+    )
     medians = {}
     for sampler, cs in counts.items():
         filled = [c if c is not None else budget + 1 for c in cs]
         q1, med, q3 = _quartiles(filled)
         medians[sampler] = med
         label = ("TPE + baselines" + (" + local" if local_n else "")) if sampler == "tpe" else "random"
-        print(f"  {label:<24} median {med:5.1f}  IQR {q1:.1f}-{q3:.1f}  mean {statistics.mean(filled):5.1f}  "
-              f"not reached {sum(c is None for c in cs)}/{len(cs)}")
+        print(
+            f"  {label:<24} median {med:5.1f}  IQR {q1:.1f}-{q3:.1f}  mean {statistics.mean(filled):5.1f}  "
+            f"not reached {sum(c is None for c in cs)}/{len(cs)}"
+        )
     ratio = medians["tpe"] / medians["random"]
     bound = "<= " if medians["random"] > budget else ""  # random's median censored: its true median is larger
     print(f"  ratio of medians TPE/random {bound}{ratio:.2f}  (goal <= 0.33: {'met' if ratio <= 1 / 3 else 'NOT met'})")
     if good and total:
         exact = random_exact(total, good)
-        print(f"  random search's exact median: {exact} launches (quartiles {random_exact(total, good, 0.25)}-"
-              f"{random_exact(total, good, 0.75)}; {good} of {total} configs reach 98%); TPE median / exact "
-              f"{medians['tpe'] / exact:.2f}  (goal <= 0.33: {'met' if medians['tpe'] / exact <= 1 / 3 else 'NOT met'})")
+        print(
+            f"  random search's exact median: {exact} launches (quartiles {random_exact(total, good, 0.25)}-"
+            f"{random_exact(total, good, 0.75)}; {good} of {total} configs reach 98%); TPE median / exact "
+            f"{medians['tpe'] / exact:.2f}  (goal <= 0.33: {'met' if medians['tpe'] / exact <= 1 / 3 else 'NOT met'})"
+        )
     return counts
 
 
@@ -263,13 +323,23 @@ def noise(tmp: Path, best_layer: dict, k: int) -> None:
         res = tuner.resolve(layer, use_rules=True)
         xs = []
         for i in range(k):
-            m = measure(res, workload=tuner.workload, slot=Slot(0), run_dir=tmp / "noise" / f"{label}-{i}", requests=None,
-                        sglang_cmd=tuner.o.sglang_cmd, client="builtin", startup_timeout_s=None)
+            m = measure(
+                res,
+                workload=tuner.workload,
+                slot=Slot(0),
+                run_dir=tmp / "noise" / f"{label}-{i}",
+                requests=None,
+                sglang_cmd=tuner.o.sglang_cmd,
+                client="builtin",
+                startup_timeout_s=None,
+            )
             xs.append(m.metrics["comparable_request_throughput"] if m.metrics else float("nan"))
         mean, sd = statistics.mean(xs), statistics.stdev(xs)
         mv = model_value(res, tuner.workload)
-        print(f"  {label:<9} model {mv:6.1f}  measured mean {mean:6.1f}  stdev {sd:5.1f} ({sd / mean:.0%})  "
-              f"range {min(xs):.1f}-{max(xs):.1f}  measured/model {mean / mv:.2f}")
+        print(
+            f"  {label:<9} model {mv:6.1f}  measured mean {mean:6.1f}  stdev {sd:5.1f} ({sd / mean:.0%})  "
+            f"range {min(xs):.1f}-{max(xs):.1f}  measured/model {mean / mv:.2f}"
+        )
 
 
 def real_loop(tmp: Path, best: float, seeds: int, budget: int) -> None:
@@ -285,8 +355,17 @@ def real_loop(tmp: Path, best: float, seeds: int, budget: int) -> None:
         for seed in range(seeds):
             for sampler in ("tpe", "random"):
                 rec.log = []
-                tuner = Tuner(_options(tmp, f"r-{sampler}-{seed}", workload="efficiency.yaml", trials=budget,
-                                       sampler=sampler, seed=seed, prune=False))
+                tuner = Tuner(
+                    _options(
+                        tmp,
+                        f"r-{sampler}-{seed}",
+                        workload="efficiency.yaml",
+                        trials=budget,
+                        sampler=sampler,
+                        seed=seed,
+                        prune=False,
+                    )
+                )
                 rec.stop = tuner._stop.set
                 tuner.run()
                 picked = _launches_to([mv for _, mv in rec.log], target)
@@ -295,14 +374,18 @@ def real_loop(tmp: Path, best: float, seeds: int, budget: int) -> None:
                 rows[sampler].append((picked, len(rec.log), max(measured, default=float("nan")), best_mv))
     finally:
         loop.measure = rec.real
-    print(f"\n== 1b. the same with REAL launches: {seeds} seeds per arm, budget {budget} launches "
-          f"({time.monotonic() - t0:.0f} s) ==")
+    print(
+        f"\n== 1b. the same with REAL launches: {seeds} seeds per arm, budget {budget} launches "
+        f"({time.monotonic() - t0:.0f} s) =="
+    )
     for sampler, rs in rows.items():
         label = "TPE + baselines" if sampler == "tpe" else "random"
         per = ", ".join(f"{p if p is not None else f'>{n}'}" for p, n, _, _ in rs)
-        print(f"  {label:<16} launches to a 98% config (by model value): [{per}]; best measured "
-              f"{', '.join(f'{m:.0f}' for _, _, m, _ in rs)} req/s; best picked config's model value "
-              f"{', '.join(f'{b / best:.0%}' for _, _, _, b in rs if b)} of optimum")
+        print(
+            f"  {label:<16} launches to a 98% config (by model value): [{per}]; best measured "
+            f"{', '.join(f'{m:.0f}' for _, _, m, _ in rs)} req/s; best picked config's model value "
+            f"{', '.join(f'{b / best:.0%}' for _, _, _, b in rs if b)} of optimum"
+        )
 
 
 def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
@@ -320,16 +403,27 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
     configs = [dict(zip(GRID, c)) for c in rng.sample(combos, n_configs)]
 
     def model(argv: list[str]) -> float | None:
-        return expected_throughput(argv, concurrency=64, input_tokens=128, output_tokens=64, requests=requests,
-                                   time_scale=PRUNE_TIME_SCALE).request_throughput
+        return expected_throughput(
+            argv, concurrency=64, input_tokens=128, output_tokens=64, requests=requests, time_scale=PRUNE_TIME_SCALE
+        ).request_throughput
 
     results = {}
     t0 = time.monotonic()
     os.environ["SERVETUNE_STANDIN_TIME_SCALE"] = str(PRUNE_TIME_SCALE)
     for prune in (False, True):
         name = f"prune-{prune}"
-        tuner = Tuner(_options(tmp, name, workload="pruning.yaml", trials=len(configs) + 2, sampler="random", seed=seed,
-                               prune=prune, enqueue=True))
+        tuner = Tuner(
+            _options(
+                tmp,
+                name,
+                workload="pruning.yaml",
+                trials=len(configs) + 2,
+                sampler="random",
+                seed=seed,
+                prune=prune,
+                enqueue=True,
+            )
+        )
         tuner.prepare()
         for layer in configs:
             tuner.study.enqueue_trial(encode_params(tuner.space, layer))  # ordinal choices are stored as indices
@@ -355,58 +449,110 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
     same_top3 = not top_pruned and pr_rank[:3] == top3
     n_pruned = sum(t.state.name == "PRUNED" for t in pruned.values())
     fails = sum(t.state.name == "FAIL" for t in full.values())
-    print(f"\n== 2. benchmark time saved by pruning: baselines + {len(configs)} configs drawn at random from the grid "
-          f"(seed {seed}), {requests} requests at concurrency 64, same list in both studies ({time.monotonic() - t0:.0f} s) ==")
+    print(
+        f"\n== 2. benchmark time saved by pruning: baselines + {len(configs)} configs drawn at random from the grid "
+        f"(seed {seed}), {requests} requests at concurrency 64, "
+        f"same list in both studies ({time.monotonic() - t0:.0f} s) =="
+    )
     margins = ", ".join(f"{m:.0%} from {w:g} wave(s) in the window" for w, m in PRUNE_MARGINS)
-    print(f"  pruner: BestRelativePruner, margin of the best finished trial at the same step {margins}; checkpoints every "
-          f"1/{CHECKPOINTS_PER_RUN} of the run once the steady window holds >= {window_needs(64)} completions, and one at the "
-          f"end of the first wave (64 completions, the run's rate so far) with margin {FIRST_WAVE_MARGIN:.0%}; baselines never pruned")
-    print(f"  benchmark seconds: no pruning {full_s:.1f}, pruning {pruned_s:.1f} ({n_pruned} of {len(measured)} launched "
-          f"and measured pruned; {fails} failed in both): saved {saved:.0%} (goal >= 50%: {'met' if saved >= 0.5 else 'NOT met'})")
+    print(
+        f"  pruner: BestRelativePruner, margin of the best finished trial at the same step {margins}; "
+        f"checkpoints every 1/{CHECKPOINTS_PER_RUN} of the run once the steady window holds "
+        f">= {window_needs(64)} completions, and one at the end of the first wave "
+        f"(64 completions, the run's rate so far) with margin {FIRST_WAVE_MARGIN:.0%}; baselines never pruned"
+    )
+    print(
+        f"  benchmark seconds: no pruning {full_s:.1f}, pruning {pruned_s:.1f} ({n_pruned} of {len(measured)} launched "
+        f"and measured pruned; {fails} failed in both): saved {saved:.0%} "
+        f"(goal >= 50%: {'met' if saved >= 0.5 else 'NOT met'})"
+    )
     first = min((min(t.intermediate_values) for t in pruned.values() if t.intermediate_values), default=None)
     if first is not None:
         # the most pruning could save: every launched trial but the baselines stopped at the first decision
-        cap = sum((t.user_attrs.get("timing") or {}).get("bench_s", 0.0) for t in full.values()
-                  if t.user_attrs.get("source") not in ("rules", "defaults")) * (1 - first / requests)
-        print(f"  first decision at {first}/{requests} completions ({first / requests:.0%} of the run); most it could save "
-              f"here: {cap / full_s:.0%}")
+        cap = sum(
+            (t.user_attrs.get("timing") or {}).get("bench_s", 0.0)
+            for t in full.values()
+            if t.user_attrs.get("source") not in ("rules", "defaults")
+        ) * (1 - first / requests)
+        print(
+            f"  first decision at {first}/{requests} completions ({first / requests:.0%} of the run); "
+            f"most it could save here: {cap / full_s:.0%}"
+        )
     # how far the partial value at the first decision is from the same trial's full run (the trials that ran to the end)
-    early = [(min(t.intermediate_values), t.intermediate_values[min(t.intermediate_values)] / t.values[0])
-             for t in pruned.values() if t.state.name == "COMPLETE" and t.intermediate_values and t.values]
+    early = [
+        (min(t.intermediate_values), t.intermediate_values[min(t.intermediate_values)] / t.values[0])
+        for t in pruned.values()
+        if t.state.name == "COMPLETE" and t.intermediate_values and t.values
+    ]
     if early:
-        print("  partial/full at the first decision, trials that ran to the end: "
-              + ", ".join(f"{r:.0%} (at {step})" for step, r in early))
-    print(f"  final ranking: best {'same' if same_best else 'DIFFERENT'}; top 3 by full-run throughput pruned: "
-          f"{top_pruned or 'none'}; top 3 unchanged: {same_top3}")
+        print(
+            "  partial/full at the first decision, trials that ran to the end: "
+            + ", ".join(f"{r:.0%} (at {step})" for step, r in early)
+        )
+    print(
+        f"  final ranking: best {'same' if same_best else 'DIFFERENT'}; top 3 by full-run throughput pruned: "
+        f"{top_pruned or 'none'}; top 3 unchanged: {same_top3}"
+    )
     for rank, n in enumerate(ranked, start=1):
         t = pruned[n]
         at = t.user_attrs.get("pruned_at") or {}
         mv = model(full[n].user_attrs.get("argv") or [])
-        window = f"{at.get('steady_completed')} in window" if at.get("steady_completed") else "first wave, no window yet"
-        how = (f"PRUNED at {at.get('step')}/{requests} (partial {at.get('value', 0):.1f}, {window})"
-               if t.state.name == "PRUNED" else f"{t.state.name} {t.values[0] if t.values else float('nan'):.1f}")
-        print(f"    #{rank:<2} trial {n:<2} {full[n].user_attrs.get('source', 'sampler'):<8} full {full[n].values[0]:6.1f} req/s  "
-              f"model {mv if mv is not None else float('nan'):6.1f}  with pruning: {how}")
+        window = (
+            f"{at.get('steady_completed')} in window" if at.get("steady_completed") else "first wave, no window yet"
+        )
+        how = (
+            f"PRUNED at {at.get('step')}/{requests} (partial {at.get('value', 0):.1f}, {window})"
+            if t.state.name == "PRUNED"
+            else f"{t.state.name} {t.values[0] if t.values else float('nan'):.1f}"
+        )
+        print(
+            f"    #{rank:<2} trial {n:<2} {full[n].user_attrs.get('source', 'sampler'):<8} "
+            f"full {full[n].values[0]:6.1f} req/s  "
+            f"model {mv if mv is not None else float('nan'):6.1f}  with pruning: {how}"
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="about 2 minutes: fewer seeds, trials and configs")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per arm on the model landscape (default 20)")
-    ap.add_argument("--budget", type=int, default=None, help="launches (--trials) per study on the model landscape (default 80; quick 60)")
-    ap.add_argument("--real-seeds", type=int, default=None, help="seeds per arm with real launches (default 2; quick 1)")
+    ap.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="launches (--trials) per study on the model landscape (default 80; quick 60)",
+    )
+    ap.add_argument(
+        "--real-seeds", type=int, default=None, help="seeds per arm with real launches (default 2; quick 1)"
+    )
     ap.add_argument("--real-budget", type=int, default=None, help="trials per real study (default 15; quick 10)")
-    ap.add_argument("--noise-k", type=int, default=None, help="launches of one config for the noise figure (default 5; quick 3)")
-    ap.add_argument("--prune-configs", type=int, default=None, help="random configs in the pruning comparison (default 10; quick 6)")
-    ap.add_argument("--prune-requests", type=int, default=None,
-                    help="requests per trial in the pruning comparison (default 384)")
+    ap.add_argument(
+        "--noise-k", type=int, default=None, help="launches of one config for the noise figure (default 5; quick 3)"
+    )
+    ap.add_argument(
+        "--prune-configs", type=int, default=None, help="random configs in the pruning comparison (default 10; quick 6)"
+    )
+    ap.add_argument(
+        "--prune-requests", type=int, default=None, help="requests per trial in the pruning comparison (default 384)"
+    )
     ap.add_argument("--prune-seed", type=int, default=7, help="seed of the random configs in the pruning comparison")
-    ap.add_argument("--prune-waves", type=float, default=None,
-                    help="waves of completions the steady window must hold before the first pruning decision "
-                         "(default: the tuner's MIN_WINDOW_WAVES)")
-    ap.add_argument("--no-local", action="store_true", help="TPE arm without the local phase (TuneOptions.local_trials=0)")
-    ap.add_argument("--skip", action="append", choices=["model", "second", "real", "noise", "pruning"], default=[],
-                    help="leave out a part (second: the second landscape of part 1a)")
+    ap.add_argument(
+        "--prune-waves",
+        type=float,
+        default=None,
+        help="waves of completions the steady window must hold before the first pruning decision "
+        "(default: the tuner's MIN_WINDOW_WAVES)",
+    )
+    ap.add_argument(
+        "--no-local", action="store_true", help="TPE arm without the local phase (TuneOptions.local_trials=0)"
+    )
+    ap.add_argument(
+        "--skip",
+        action="append",
+        choices=["model", "second", "real", "noise", "pruning"],
+        default=[],
+        help="leave out a part (second: the second landscape of part 1a)",
+    )
     a = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
     global LOCAL_TRIALS
@@ -429,10 +575,15 @@ def main() -> None:
         tmp = Path(d)
         os.environ["SERVETUNE_RUNS_DIR"] = str(tmp / "runs")
         for _, name, conc, inp, out, req in LANDSCAPES:
-            (tmp / name).write_text(WORKLOAD.format(requests=req).replace("max_concurrency: 64", f"max_concurrency: {conc}")
-                                    .replace("input_tokens: 128", f"input_tokens: {inp}")
-                                    .replace("output_tokens: 64", f"output_tokens: {out}"))
-        (tmp / "pruning.yaml").write_text(WORKLOAD.format(requests=prune_requests).replace("name: efficiency", "name: pruning"))
+            (tmp / name).write_text(
+                WORKLOAD.format(requests=req)
+                .replace("max_concurrency: 64", f"max_concurrency: {conc}")
+                .replace("input_tokens: 128", f"input_tokens: {inp}")
+                .replace("output_tokens: 64", f"output_tokens: {out}")
+            )
+        (tmp / "pruning.yaml").write_text(
+            WORKLOAD.format(requests=prune_requests).replace("name: efficiency", "name: pruning")
+        )
         (tmp / "space.yaml").write_text(SPACE)
         best, good, total, best_layer = true_optimum(tmp, LANDSCAPES[0][1], LANDSCAPES[0][0])
         if "model" not in a.skip:

@@ -8,8 +8,8 @@ from servetune.errors import UnknownNameError, did_you_mean
 
 _WHEN = {
     "description": "A condition: a mapping of fact paths (gpu.arch, model.type, workload.image_reuse, "
-                   "deployment.nnodes, sglang.version, field.<name>, env.<NAME>) to a value (eq) or one "
-                   "operator ({eq|ne|in|not_in|gt|gte|lt|lte|between|is_set: ...}); keys all/any/not combine.",
+    "deployment.nnodes, sglang.version, field.<name>, env.<NAME>) to a value (eq) or one "
+    "operator ({eq|ne|in|not_in|gt|gte|lt|lte|between|is_set: ...}); keys all/any/not combine.",
     "type": ["object", "array", "null"],
 }
 
@@ -25,9 +25,12 @@ def json_schema(what: str) -> dict[str, Any]:
         schema = Rule.model_json_schema()
         schema["properties"]["when"] = _WHEN
         if what == "rules":
-            return {"type": "object", "properties": {"rules": {"type": "array", "items": schema},
-                                                      "requires_servetune": {"type": "string"}},
-                    "required": ["rules"], "additionalProperties": False}
+            return {
+                "type": "object",
+                "properties": {"rules": {"type": "array", "items": schema}, "requires_servetune": {"type": "string"}},
+                "required": ["rules"],
+                "additionalProperties": False,
+            }
         return schema
     models = {"preset": Preset, "workload": Workload, "hardware": HardwareProfile}
     if what in models:
@@ -40,4 +43,7 @@ def json_schema(what: str) -> dict[str, Any]:
         return TypeAdapter(SearchSpace).json_schema(by_alias=True)
     options = ["rule", "rules", "preset", "workload", "hardware", "space"]
     guess = did_you_mean(what, options)
-    raise UnknownNameError(f"unknown schema '{what}'", help=(f"did you mean '{guess}'? " if guess else "") + "one of: " + ", ".join(options))
+    raise UnknownNameError(
+        f"unknown schema '{what}'",
+        help=(f"did you mean '{guess}'? " if guess else "") + "one of: " + ", ".join(options),
+    )

@@ -99,7 +99,9 @@ class LaunchError(ServetuneError):
 
     code = "launch"
 
-    def __init__(self, message: str, *, failure: str = "crash", log_tail: str = "", exit_code: int | None = None, **kwargs) -> None:
+    def __init__(
+        self, message: str, *, failure: str = "crash", log_tail: str = "", exit_code: int | None = None, **kwargs
+    ) -> None:
         notes = list(kwargs.pop("notes", ()))
         if log_tail:
             notes.append("log tail:\n" + log_tail.rstrip())

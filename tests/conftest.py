@@ -29,8 +29,16 @@ def builtin_rules(catalogs):
     return load_rules(catalogs=catalogs)
 
 
-def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     """Run `python -m servetune ARGS` as a real subprocess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "servetune", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "servetune", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+    )

@@ -7,7 +7,11 @@ image generation (sglang.benchmark.datasets.image.get_processor / sample_image_r
 whole run, and writes them as JSON to $BENCH_TIMING_OUT (default bench-timing.json).
 usage: python3 scripts/device/bench_timed.py [bench_serving args...]
 """
-import json, os, sys, time
+
+import json
+import os
+import sys
+import time
 
 T0 = time.time()
 timing = {"argv": sys.argv[1:], "processor_load_s": 0.0, "image_generation_s": 0.0}
@@ -37,6 +41,7 @@ def _save():
 
 try:
     import sglang.benchmark.datasets.image as image_mod
+
     _wrap(image_mod, "get_processor", "processor_load_s")
     _wrap(image_mod, "sample_image_requests", "image_generation_s")
 except Exception as e:  # never break the benchmark for the sake of timing

@@ -1,6 +1,7 @@
-"""Here (not on the device): the pruner's first-wave figure on real SGLang, from recorded requests. Prints figures.
+r"""Here (not on the device): the pruner's first-wave figure on real SGLang, from recorded requests. Prints figures.
 
-    python scripts/device/first_wave.py docs/h200/first-wave-s4/requests.tar.xz docs/h200/steady-rate/requests.tar.xz ...
+    python scripts/device/first_wave.py docs/h200/first-wave-s4/requests.tar.xz \
+        docs/h200/steady-rate/requests.tar.xz ...
 
 Each archive is one device call: run directories `NAME-i` with `requests.jsonl` (every request's send time, TTFT and
 latency) and `metrics.json`, from `partial_runs` in lib.sh. For each run it replays what the builtin client reports:
@@ -25,8 +26,11 @@ FIELDS = ("success", "start", "ttft", "latency", "output_len", "prompt_len", "im
 
 
 def load(run: Path) -> tuple[list[RequestRecord], float, int]:
-    records = [RequestRecord(**{k: v for k, v in json.loads(line).items() if k in FIELDS})
-               for line in (run / "requests.jsonl").read_text().splitlines() if line.strip()]
+    records = [
+        RequestRecord(**{k: v for k, v in json.loads(line).items() if k in FIELDS})
+        for line in (run / "requests.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     metrics = json.loads((run / "metrics.json").read_text())
     final = (metrics.get("steady") or {}).get("request_throughput") or metrics["request_throughput"]
     return records, final, int(metrics.get("max_concurrency") or 64)
@@ -56,18 +60,24 @@ def main() -> None:
             runs = {p.name: load(p) for p in sorted(Path(d).iterdir()) if (p / "requests.jsonl").exists()}
         best = max(final for _, final, _ in runs.values())
         print(f"{archive} ({len(runs)} runs; best finished steady figure {best:.2f} req/s)")
-        print(f"  {'run':<12} {'finished':>8} {'first wave':>10} {'/best':>6} {'/pruner ref':>11} {'steady@128/best':>15}")
+        print(
+            f"  {'run':<12} {'finished':>8} {'first wave':>10} {'/best':>6} {'/pruner ref':>11} {'steady@128/best':>15}"
+        )
         for name, (records, final, conc) in runs.items():
             fw = first_wave_rate(records, conc)
             ref = max(min(first_wave_rate(r, c), f) for other, (r, f, c) in runs.items() if other != name)
             s128 = partial_steady(records, 128, conc)
             lows.append((fw / ref, name, archive.parent.name))
-            print(f"  {name:<12} {final:8.2f} {fw:10.2f} {fw / best:6.2f} {fw / ref:11.2f} "
-                  f"{(s128 / best) if s128 else float('nan'):15.2f}")
+            print(
+                f"  {name:<12} {final:8.2f} {fw:10.2f} {fw / best:6.2f} {fw / ref:11.2f} "
+                f"{(s128 / best) if s128 else float('nan'):15.2f}"
+            )
     configs = {(where, re.sub(r"-\d+$", "", n)) for _, n, where in lows}
     low = min(lows)
-    print(f"lowest first-wave figure against the pruner's reference: {low[0]:.2f} ({low[1]}, {low[2]}); "
-          f"{len(lows)} runs, {len(configs)} launches")
+    print(
+        f"lowest first-wave figure against the pruner's reference: {low[0]:.2f} ({low[1]}, {low[2]}); "
+        f"{len(lows)} runs, {len(configs)} launches"
+    )
 
 
 if __name__ == "__main__":

@@ -35,29 +35,55 @@ def main() -> None:
 
     def progress(done: int, total: int, partial) -> None:
         s = partial.steady
-        seen.append({"done": done, "t": time.monotonic(), "steady_completed": s.completed if s else 0,
-                     "steady_rps": s.request_throughput if s else None})
+        seen.append(
+            {
+                "done": done,
+                "t": time.monotonic(),
+                "steady_completed": s.completed if s else 0,
+                "steady_rps": s.request_throughput if s else None,
+            }
+        )
 
     t0 = time.monotonic()
-    final = run_benchmark(a.url, workload, requests=a.requests, client="builtin", on_progress=progress, run_dir=a.run_dir)
+    final = run_benchmark(
+        a.url, workload, requests=a.requests, client="builtin", on_progress=progress, run_dir=a.run_dir
+    )
     full = final.comparable_request_throughput()
     w = final.steady
     counted = w.completed / (w.end_s - w.start_s) if w else None
     points = Checkpoints(a.requests, workload.max_concurrency)
     decisions = []
     for row in seen:
-        step = points.due(row["done"], {"steady_completed": row["steady_completed"]}) if row["done"] < a.requests else None
+        step = (
+            points.due(row["done"], {"steady_completed": row["steady_completed"]}) if row["done"] < a.requests else None
+        )
         if step is not None and row["steady_rps"]:
             decisions.append({"checkpoint": step, **row, "ratio": row["steady_rps"] / full})
-    print(f"{a.label}: {a.requests} requests of {workload.name} at {workload.max_concurrency} in flight; full steady "
-          f"{full:.2f} req/s fitted, {counted or 0:.2f} counted over the window ({w.completed if w else 0} in it), "
-          f"wall {time.monotonic() - t0:.0f} s")
+    print(
+        f"{a.label}: {a.requests} requests of {workload.name} at {workload.max_concurrency} in flight; full steady "
+        f"{full:.2f} req/s fitted, {counted or 0:.2f} counted over the window ({w.completed if w else 0} in it), "
+        f"wall {time.monotonic() - t0:.0f} s"
+    )
     for d in decisions:
-        print(f"  checkpoint {d['checkpoint']:>4} (report at {d['done']:>4}, {d['steady_completed']:>3} in window): "
-              f"{d['steady_rps']:.2f} req/s = {d['ratio']:.1%} of the full run")
+        print(
+            f"  checkpoint {d['checkpoint']:>4} (report at {d['done']:>4}, {d['steady_completed']:>3} in window): "
+            f"{d['steady_rps']:.2f} req/s = {d['ratio']:.1%} of the full run"
+        )
     with open(a.out, "w") as f:
-        json.dump({"label": a.label, "workload": workload.name, "requests": a.requests, "full_rps": full, "counted_rps": counted,
-                   "metrics": final.model_dump(mode="json"), "progress": seen, "decisions": decisions}, f, indent=1)
+        json.dump(
+            {
+                "label": a.label,
+                "workload": workload.name,
+                "requests": a.requests,
+                "full_rps": full,
+                "counted_rps": counted,
+                "metrics": final.model_dump(mode="json"),
+                "progress": seen,
+                "decisions": decisions,
+            },
+            f,
+            indent=1,
+        )
 
 
 if __name__ == "__main__":

@@ -46,8 +46,15 @@ _PLACEHOLDER = "@@servetune-image-{}@@"
 class _Bodies:
     """Builds request bodies (JSON bytes); thread-safe, images cached only for a pool."""
 
-    def __init__(self, workload: Workload, model: str, measured: int, warmup: int, nonce: bytes | None,
-                 tokens_per_word: float = 1.0) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        model: str,
+        measured: int,
+        warmup: int,
+        nonce: bytes | None,
+        tokens_per_word: float = 1.0,
+    ) -> None:
         from servetune.bench.images import ImageFactory
 
         self.workload, self.model, self.tokens_per_word = workload, model, tokens_per_word
@@ -132,14 +139,19 @@ async def probe_server(client, url: str) -> list[str]:
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise BenchError(
             f"cannot reach the server at {url} ({type(exc).__name__})",
-            help="start the server first (e.g. `servetune launch --model M`), or fix --url (SGLang listens on port 30000 by default)",
+            help="start the server first (e.g. `servetune launch --model M`), "
+            "or fix --url (SGLang listens on port 30000 by default)",
         ) from None
     except httpx.HTTPError as exc:
-        raise BenchError(f"the server at {url} did not answer GET /v1/models: {type(exc).__name__}: {exc}",
-                         help="is this an OpenAI-compatible server (SGLang, vLLM)?") from None
+        raise BenchError(
+            f"the server at {url} did not answer GET /v1/models: {type(exc).__name__}: {exc}",
+            help="is this an OpenAI-compatible server (SGLang, vLLM)?",
+        ) from None
     if response.status_code != 200:
-        raise BenchError(f"the server at {url} answered GET /v1/models with HTTP {response.status_code}",
-                         help="is this an OpenAI-compatible server, and is it ready? (an API key goes in OPENAI_API_KEY)")
+        raise BenchError(
+            f"the server at {url} answered GET /v1/models with HTTP {response.status_code}",
+            help="is this an OpenAI-compatible server, and is it ready? (an API key goes in OPENAI_API_KEY)",
+        )
     try:
         return [entry["id"] for entry in response.json().get("data", [])]
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -154,18 +166,25 @@ async def calibrate_tokens_per_word(client, model: str, seed: int) -> float | No
     """
     counts = []
     for words in (16, 80):
-        payload = {"model": model, "messages": [{"role": "user", "content": make_prompt(seed, -words, words)}],
-                   "max_tokens": 1, "temperature": 0.0, "stream": False}
+        payload = {
+            "model": model,
+            "messages": [{"role": "user", "content": make_prompt(seed, -words, words)}],
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "stream": False,
+        }
         try:
             response = await client.post("/v1/chat/completions", json=payload, timeout=60.0)
             counts.append(int(response.json()["usage"]["prompt_tokens"]))
-        except Exception:  # noqa: BLE001 - any failure only means: no calibration
+        except Exception:
             return None
     ratio = (counts[1] - counts[0]) / 64
     return ratio if 0.25 <= ratio <= 8 else None
 
 
-async def _send(client, body: bytes, record: RequestRecord, expected_output: int, timeout: float, clock0: float) -> None:
+async def _send(
+    client, body: bytes, record: RequestRecord, expected_output: int, timeout: float, clock0: float
+) -> None:
     import httpx
 
     ttft = 0.0
@@ -175,8 +194,9 @@ async def _send(client, body: bytes, record: RequestRecord, expected_output: int
     record.start = started - clock0
     last = started
     try:
-        async with client.stream("POST", "/v1/chat/completions", content=body,
-                                 headers={"Content-Type": "application/json"}, timeout=timeout) as response:
+        async with client.stream(
+            "POST", "/v1/chat/completions", content=body, headers={"Content-Type": "application/json"}, timeout=timeout
+        ) as response:
             if response.status_code != 200:
                 detail = (await response.aread())[:200].decode("utf-8", "replace").strip()
                 record.error = f"HTTP {response.status_code}: {detail}" if detail else f"HTTP {response.status_code}"
@@ -194,7 +214,9 @@ async def _send(client, body: bytes, record: RequestRecord, expected_output: int
                 data = json.loads(line)
                 if data.get("error"):
                     error = data["error"]
-                    record.error = "stream error: " + (error.get("message", str(error)) if isinstance(error, dict) else str(error))
+                    record.error = "stream error: " + (
+                        error.get("message", str(error)) if isinstance(error, dict) else str(error)
+                    )
                     return
                 usage = data.get("usage") or {}
                 output_len = usage.get("completion_tokens", output_len)
@@ -245,7 +267,9 @@ async def run_builtin_async(
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     timeout = httpx.Timeout(workload.request_timeout_s, connect=10.0)
     finished: list[RequestRecord] = []
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout, headers=_auth_headers(), http1=True, http2=False) as client:
+    async with httpx.AsyncClient(
+        base_url=base, limits=limits, timeout=timeout, headers=_auth_headers(), http1=True, http2=False
+    ) as client:
         models = await probe_server(client, base)
         model = model or (models[0] if models else "default")
         warmup = workload.warmup_requests
@@ -268,8 +292,9 @@ async def run_builtin_async(
             producer = asyncio.create_task(produce())
             while not queue.full() and not producer.done():
                 await asyncio.sleep(0.005)
-            metrics = await _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio,
-                                     finished)
+            metrics = await _measure(
+                client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio, finished
+            )
             metrics = metrics.model_copy(update={"warmup_s": round(warmup_s, 4)})
             producer.cancel()
         finally:
@@ -285,9 +310,21 @@ def _write_requests(path: Path, records: list[RequestRecord]) -> None:
     the metrics can be recomputed from the raw data. Inter-token gaps are left out (size)."""
     with path.open("w", encoding="utf-8") as f:
         for r in records:
-            f.write(json.dumps({"start": round(r.start, 6), "ttft": round(r.ttft, 6), "latency": round(r.latency, 6),
-                                "success": r.success, "output_len": r.output_len, "prompt_len": r.prompt_len,
-                                "images": r.images, "error": r.error}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "start": round(r.start, 6),
+                        "ttft": round(r.ttft, 6),
+                        "latency": round(r.latency, 6),
+                        "success": r.success,
+                        "output_len": r.output_len,
+                        "prompt_len": r.prompt_len,
+                        "images": r.images,
+                        "error": r.error,
+                    }
+                )
+                + "\n"
+            )
 
 
 async def _warmup(client, bodies: _Bodies, count: int, concurrency, timeout: float, loop, executor) -> None:
@@ -301,12 +338,25 @@ async def _warmup(client, bodies: _Bodies, count: int, concurrency, timeout: flo
 
     await asyncio.gather(*(one(item, record) for item, record in zip(built, records)))
     if not any(record.success for record in records):
-        raise BenchError(f"all {count} warmup requests failed: {records[0].error}",
-                         help="check the model id (--model) and that the server accepts this workload (images need a VLM)")
+        raise BenchError(
+            f"all {count} warmup requests failed: {records[0].error}",
+            help="check the model id (--model) and that the server accepts this workload (images need a VLM)",
+        )
 
 
-async def _measure(client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio,
-                   finished: list[RequestRecord]) -> Metrics:
+async def _measure(
+    client,
+    queue,
+    requests,
+    workload,
+    bodies,
+    model,
+    base,
+    on_progress,
+    should_stop,
+    ratio,
+    finished: list[RequestRecord],
+) -> Metrics:
     """The measured run; `finished` receives each request's record as it completes."""
     rng = random.Random(workload.seed + 1)
     semaphore = asyncio.Semaphore(workload.max_concurrency) if workload.max_concurrency else None
@@ -317,17 +367,31 @@ async def _measure(client, queue, requests, workload, bodies, model, base, on_pr
     clock0 = time.perf_counter()
 
     def info(stopped: bool) -> dict[str, Any]:
-        return dict(client="builtin", workload=workload.name, url=base, model=model,
-                    max_concurrency=workload.max_concurrency, request_rate=workload.request_rate,
-                    warmup_requests=workload.warmup_requests, stopped_early=stopped, client_prep_s=round(bodies.prep_s, 4),
-                    text_tokens_per_word=ratio)
+        return dict(
+            client="builtin",
+            workload=workload.name,
+            url=base,
+            model=model,
+            max_concurrency=workload.max_concurrency,
+            request_rate=workload.request_rate,
+            warmup_requests=workload.warmup_requests,
+            stopped_early=stopped,
+            client_prep_s=round(bodies.prep_s, 4),
+            text_tokens_per_word=ratio,
+        )
 
     sent = 0
 
     def partial(stopped: bool = False, end: float | None = None) -> Metrics:
         duration = (end if end is not None else time.perf_counter()) - clock0
-        return compute_metrics(list(finished), duration, requests=requests, trim=workload.steady_trim,
-                               sending=end is None and sent < requests, **info(stopped))
+        return compute_metrics(
+            list(finished),
+            duration,
+            requests=requests,
+            trim=workload.steady_trim,
+            sending=end is None and sent < requests,
+            **info(stopped),
+        )
 
     async def one(body: bytes, images: int, expected: int, estimate: int) -> None:
         nonlocal sent
@@ -354,7 +418,11 @@ async def _measure(client, queue, requests, workload, bodies, model, base, on_pr
     for count in range(1, requests + 1):
         record = await done_event.get()
         finished.append(record)
-        last_end = max(last_end, clock0 + record.start + record.latency) if record.success else max(last_end, time.perf_counter())
+        last_end = (
+            max(last_end, clock0 + record.start + record.latency)
+            if record.success
+            else max(last_end, time.perf_counter())
+        )
         # every `every` completions, the last, and the end of the first wave (the pruner's first look)
         if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
             snapshot = partial()
@@ -372,8 +440,10 @@ async def _measure(client, queue, requests, workload, bodies, model, base, on_pr
     await sender
     metrics = partial(end=last_end)
     if metrics.completed == 0:
-        raise BenchError(f"all {requests} requests failed against {base}",
-                         notes=[f"first error: {metrics.errors[0]}"] if metrics.errors else ())
+        raise BenchError(
+            f"all {requests} requests failed against {base}",
+            notes=[f"first error: {metrics.errors[0]}"] if metrics.errors else (),
+        )
     return metrics
 
 
@@ -388,7 +458,7 @@ def run_builtin(url: str, workload: Workload, **kwargs) -> Metrics:
     def target() -> None:
         try:
             result["value"] = asyncio.run(run_builtin_async(url, workload, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as exc:
             result["error"] = exc
 
     thread = threading.Thread(target=target, name="servetune-bench")

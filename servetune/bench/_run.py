@@ -27,7 +27,12 @@ def choose_client(client: str, workload: Workload, *, can_stop_early: bool = Fal
         raise SpecError(f"unknown benchmark client '{client}'", help=f"choose one of: {', '.join(CLIENTS)}")
     if client != "auto":
         return client
-    if workload.kind == "text" and not can_stop_early and inexpressible_reason(workload) is None and sglang_client_module():
+    if (
+        workload.kind == "text"
+        and not can_stop_early
+        and inexpressible_reason(workload) is None
+        and sglang_client_module()
+    ):
         return "sglang"
     return "builtin"
 
@@ -65,25 +70,44 @@ def run_benchmark(
 
         if run_dir is None:
             with tempfile.TemporaryDirectory(prefix="servetune-bench-") as tmp:
-                metrics = run_sglang(url, workload, requests=count, run_dir=Path(tmp), model=model, on_progress=on_progress)
+                metrics = run_sglang(
+                    url, workload, requests=count, run_dir=Path(tmp), model=model, on_progress=on_progress
+                )
         else:
             metrics = run_sglang(url, workload, requests=count, run_dir=run_dir, model=model, on_progress=on_progress)
     else:
         from servetune.bench._builtin import run_builtin
 
-        metrics = run_builtin(url, workload, requests=count, model=model, run_dir=run_dir,
-                              on_progress=on_progress, should_stop=should_stop)
+        metrics = run_builtin(
+            url,
+            workload,
+            requests=count,
+            model=model,
+            run_dir=run_dir,
+            on_progress=on_progress,
+            should_stop=should_stop,
+        )
     if run_dir is not None:
         (run_dir / "metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return metrics
 
 
 COMPARED = (
-    "request_throughput", "input_throughput", "output_throughput",
-    "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
-    "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
-    "mean_e2e_latency_ms", "median_e2e_latency_ms", "p99_e2e_latency_ms",
+    "request_throughput",
+    "input_throughput",
+    "output_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2e_latency_ms",
+    "median_e2e_latency_ms",
+    "p99_e2e_latency_ms",
 )
 
 
@@ -115,8 +139,14 @@ def relative_differences(reference: Metrics, other: Metrics) -> dict[str, float]
     return out
 
 
-def cross_check(url: str, workload: Workload | str | Path, *, requests: int | None = None,
-                run_dir: Path | None = None, model: str | None = None) -> CrossCheck:
+def cross_check(
+    url: str,
+    workload: Workload | str | Path,
+    *,
+    requests: int | None = None,
+    run_dir: Path | None = None,
+    model: str | None = None,
+) -> CrossCheck:
     """Run SGLang's client, then the builtin one, on the same server and compare them.
 
     Needs SGLang's client importable here (on the GPU machine). Each client gets its own
@@ -129,16 +159,20 @@ def cross_check(url: str, workload: Workload | str | Path, *, requests: int | No
 
     workload = load_workload(workload)
     if sglang_client_module() is None:
-        raise BenchError("the cross-check needs SGLang's benchmark client, which is not importable here",
-                         help="run it where SGLang is installed (e.g. the GPU machine)")
+        raise BenchError(
+            "the cross-check needs SGLang's benchmark client, which is not importable here",
+            help="run it where SGLang is installed (e.g. the GPU machine)",
+        )
     reason = inexpressible_reason(workload)
     if reason:
         raise BenchError(f"cannot cross-check workload '{workload.name}': {reason}")
     base = Path(run_dir) if run_dir is not None else None
-    sglang = run_benchmark(url, workload, requests=requests, client="sglang", model=model,
-                           run_dir=base / "sglang" if base else None)
-    builtin = run_benchmark(url, workload, requests=requests, client="builtin", model=model,
-                            run_dir=base / "builtin" if base else None)
+    sglang = run_benchmark(
+        url, workload, requests=requests, client="sglang", model=model, run_dir=base / "sglang" if base else None
+    )
+    builtin = run_benchmark(
+        url, workload, requests=requests, client="builtin", model=model, run_dir=base / "builtin" if base else None
+    )
     result = CrossCheck(sglang=sglang, builtin=builtin, relative_difference=relative_differences(sglang, builtin))
     if base is not None:
         (base / "cross_check.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")

@@ -52,21 +52,41 @@ def inexpressible_reason(workload: Workload) -> str | None:
     return None
 
 
-def sglang_argv(module: str, base_url: str, workload: Workload, *, requests: int, output_file: Path,
-                model: str | None = None, seed: int | None = None) -> list[str]:
+def sglang_argv(
+    module: str,
+    base_url: str,
+    workload: Workload,
+    *,
+    requests: int,
+    output_file: Path,
+    model: str | None = None,
+    seed: int | None = None,
+) -> list[str]:
     """The `bench_serving` command line for `workload` (python executable first)."""
     argv = [
-        sys.executable, "-m", module,
-        "--backend", "sglang-oai-chat",
-        "--base-url", base_url,
-        "--num-prompts", str(requests),
-        "--random-input-len", str(workload.input_tokens),
-        "--random-output-len", str(workload.output_tokens),
-        "--random-range-ratio", str(workload.range_ratio),
-        "--request-rate", "inf" if workload.request_rate is None else str(workload.request_rate),
-        "--warmup-requests", str(workload.warmup_requests),
-        "--seed", str(workload.seed if seed is None else seed),
-        "--output-file", str(output_file),
+        sys.executable,
+        "-m",
+        module,
+        "--backend",
+        "sglang-oai-chat",
+        "--base-url",
+        base_url,
+        "--num-prompts",
+        str(requests),
+        "--random-input-len",
+        str(workload.input_tokens),
+        "--random-output-len",
+        str(workload.output_tokens),
+        "--random-range-ratio",
+        str(workload.range_ratio),
+        "--request-rate",
+        "inf" if workload.request_rate is None else str(workload.request_rate),
+        "--warmup-requests",
+        str(workload.warmup_requests),
+        "--seed",
+        str(workload.seed if seed is None else seed),
+        "--output-file",
+        str(output_file),
         "--output-details",
         "--disable-tqdm",
     ]
@@ -74,11 +94,16 @@ def sglang_argv(module: str, base_url: str, workload: Workload, *, requests: int
         argv += ["--max-concurrency", str(workload.max_concurrency)]
     if workload.images is not None:
         argv += [
-            "--dataset-name", "image",
-            "--image-count", str(workload.images.per_request),
-            "--image-resolution", workload.images.resolution,
-            "--image-format", workload.images.format,
-            "--image-content", "random",
+            "--dataset-name",
+            "image",
+            "--image-count",
+            str(workload.images.per_request),
+            "--image-resolution",
+            workload.images.resolution,
+            "--image-format",
+            workload.images.format,
+            "--image-content",
+            "random",
         ]
     else:
         argv += ["--dataset-name", "random"]
@@ -87,8 +112,16 @@ def sglang_argv(module: str, base_url: str, workload: Workload, *, requests: int
     return argv
 
 
-def run_sglang(url: str, workload: Workload, *, requests: int, run_dir: Path, model: str | None = None,
-               on_progress=None, module: str | None = None) -> Metrics:
+def run_sglang(
+    url: str,
+    workload: Workload,
+    *,
+    requests: int,
+    run_dir: Path,
+    model: str | None = None,
+    on_progress=None,
+    module: str | None = None,
+) -> Metrics:
     """Run SGLang's client against `url` and parse its result line.
 
     For image workloads `--seed` is drawn fresh for every run: SGLang derives its images from
@@ -102,11 +135,15 @@ def run_sglang(url: str, workload: Workload, *, requests: int, run_dir: Path, mo
 
     module = module or sglang_client_module()
     if module is None:
-        raise BenchError("SGLang's benchmark client is not importable here",
-                         help="use `--client builtin`, or install SGLang in this Python environment")
+        raise BenchError(
+            "SGLang's benchmark client is not importable here",
+            help="use `--client builtin`, or install SGLang in this Python environment",
+        )
     reason = inexpressible_reason(workload)
     if reason:
-        raise BenchError(f"SGLang's client cannot run workload '{workload.name}': {reason}", help="use `--client builtin`")
+        raise BenchError(
+            f"SGLang's client cannot run workload '{workload.name}': {reason}", help="use `--client builtin`"
+        )
     base = base_url_of(url)
     check_reachable(base)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -122,21 +159,37 @@ def run_sglang(url: str, workload: Workload, *, requests: int, run_dir: Path, mo
         try:
             completed = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
-            raise BenchError(f"SGLang's client did not finish within {timeout:.0f} s", notes=[f"log: {log_path}"]) from None
+            raise BenchError(
+                f"SGLang's client did not finish within {timeout:.0f} s", notes=[f"log: {log_path}"]
+            ) from None
     wall = time.perf_counter() - started
     if completed.returncode != 0 or not output.is_file():
         tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
-        raise BenchError(f"SGLang's client exited with status {completed.returncode} and no result",
-                         notes=[f"command: {shlex.join(argv)}", f"log tail ({log_path}):\n{tail}"])
-    metrics = parse_sglang_jsonl(output, requests=requests, workload=workload.name, url=base, model=model,
-                                 warmup_requests=workload.warmup_requests)
-    metrics = metrics.model_copy(update={"client_prep_s": round(max(wall - metrics.duration_s, 0.0), 3),
-                                         "images_sent": metrics.completed * (workload.images.per_request if workload.images else 0)})
+        raise BenchError(
+            f"SGLang's client exited with status {completed.returncode} and no result",
+            notes=[f"command: {shlex.join(argv)}", f"log tail ({log_path}):\n{tail}"],
+        )
+    metrics = parse_sglang_jsonl(
+        output,
+        requests=requests,
+        workload=workload.name,
+        url=base,
+        model=model,
+        warmup_requests=workload.warmup_requests,
+    )
+    metrics = metrics.model_copy(
+        update={
+            "client_prep_s": round(max(wall - metrics.duration_s, 0.0), 3),
+            "images_sent": metrics.completed * (workload.images.per_request if workload.images else 0),
+        }
+    )
     if on_progress is not None:
         on_progress(metrics.completed + metrics.failed, requests, metrics)
     if metrics.completed == 0:
-        raise BenchError(f"all {requests} requests failed against {base} (SGLang's client)",
-                         notes=[f"first error: {metrics.errors[0]}"] if metrics.errors else ())
+        raise BenchError(
+            f"all {requests} requests failed against {base} (SGLang's client)",
+            notes=[f"first error: {metrics.errors[0]}"] if metrics.errors else (),
+        )
     return metrics
 
 

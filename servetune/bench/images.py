@@ -69,7 +69,9 @@ class ImageFactory:
         quality: JPEG quality (SGLang's client uses 85).
     """
 
-    def __init__(self, width: int, height: int, fmt: str = "jpeg", *, nonce: bytes | None = None, quality: int = 85) -> None:
+    def __init__(
+        self, width: int, height: int, fmt: str = "jpeg", *, nonce: bytes | None = None, quality: int = 85
+    ) -> None:
         self.width, self.height, self.format, self.quality = width, height, fmt, quality
         self.nonce = os.urandom(16) if nonce is None else nonce
         self.mime = f"image/{fmt}"
@@ -92,7 +94,9 @@ class ImageFactory:
         return buffer.getvalue()
 
     def _prepare_splice(self) -> None:
-        target = self._encode(_noise(self.width, min(self.height, 16)).resize((self.width, self.height)), restart_marker_rows=1)
+        target = self._encode(
+            _noise(self.width, min(self.height, 16)).resize((self.width, self.height)), restart_marker_rows=1
+        )
         header, tables, rows = _split_jpeg(target)
         tall = self._encode(_noise(self.width, 16 * _SEGMENT_ROWS), restart_marker_rows=1)
         _, tall_tables, segments = _split_jpeg(tall)
@@ -101,7 +105,11 @@ class ImageFactory:
         self._header, self._segments, self._rows = header, segments, len(rows)
 
     def _choices(self, index: int, count: int) -> bytes:
-        digits = index.to_bytes(_INDEX_ROWS, "big") if index < 256**_INDEX_ROWS else hashlib.sha256(b"%d" % index).digest()[:_INDEX_ROWS]
+        digits = (
+            index.to_bytes(_INDEX_ROWS, "big")
+            if index < 256**_INDEX_ROWS
+            else hashlib.sha256(b"%d" % index).digest()[:_INDEX_ROWS]
+        )
         stream = hashlib.shake_128(self.nonce + index.to_bytes(8, "big")).digest(max(count - _INDEX_ROWS, 0))
         return (digits + stream)[:count]
 

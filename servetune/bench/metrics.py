@@ -268,8 +268,9 @@ def window_rate(ends: Sequence[float], start: float, end: float, inside: int, co
     return inside / (end - start)
 
 
-def steady_window(records: Sequence[RequestRecord], trim: float, concurrency: int | None = None, *,
-                  sending: bool = False) -> SteadyWindow | None:
+def steady_window(
+    records: Sequence[RequestRecord], trim: float, concurrency: int | None = None, *, sending: bool = False
+) -> SteadyWindow | None:
     """Throughput while the server is fully loaded, from per-request records.
 
     The window opens at the later of the `trim*n`-th completion and the `concurrency`-th one
@@ -303,12 +304,20 @@ def steady_window(records: Sequence[RequestRecord], trim: float, concurrency: in
     output = sum(r.output_len for r in inside)
     total = output + sum(r.prompt_len for r in inside)
     # a finished run: every completion in [start, end] (a burst at the start is not cut)
-    rate = len(inside) / span if sending else window_rate([r.end for r in done if start <= r.end <= end],
-                                                           start, end, len(inside), concurrency)
+    rate = (
+        len(inside) / span
+        if sending
+        else window_rate([r.end for r in done if start <= r.end <= end], start, end, len(inside), concurrency)
+    )
     per_request = rate / len(inside)
     return SteadyWindow(
-        trim=trim, start_s=start, end_s=end, completed=len(inside),
-        request_throughput=rate, output_throughput=output * per_request, total_throughput=total * per_request,
+        trim=trim,
+        start_s=start,
+        end_s=end,
+        completed=len(inside),
+        request_throughput=rate,
+        output_throughput=output * per_request,
+        total_throughput=total * per_request,
     )
 
 
@@ -368,8 +377,15 @@ def compute_metrics(
     )
 
 
-_REQUIRED_SGLANG_KEYS = ("duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
-                         "input_throughput", "output_throughput")
+_REQUIRED_SGLANG_KEYS = (
+    "duration",
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "input_throughput",
+    "output_throughput",
+)
 
 
 def parse_sglang_jsonl(
@@ -397,15 +413,19 @@ def parse_sglang_jsonl(
         path = Path(source)
         where = str(path)
         if not path.is_file():
-            raise BenchError(f"SGLang benchmark output not found: {path}",
-                             help="the SGLang client wrote no result; its log is beside it in the run directory")
+            raise BenchError(
+                f"SGLang benchmark output not found: {path}",
+                help="the SGLang client wrote no result; its log is beside it in the run directory",
+            )
         lines = [text for text in path.read_text(encoding="utf-8").splitlines() if text.strip()]
         if not lines:
             raise BenchError(f"SGLang benchmark output is empty: {path}")
         try:
             text = lines[line]
         except IndexError:
-            raise BenchError(f"SGLang benchmark output has {len(lines)} line(s), but line {line} was asked for: {path}") from None
+            raise BenchError(
+                f"SGLang benchmark output has {len(lines)} line(s), but line {line} was asked for: {path}"
+            ) from None
     else:
         text = source
     try:
@@ -414,8 +434,10 @@ def parse_sglang_jsonl(
         raise BenchError(f"SGLang benchmark output is not JSON ({exc.msg} at column {exc.colno}): {where}") from None
     missing = [key for key in _REQUIRED_SGLANG_KEYS if key not in data]
     if missing:
-        raise BenchError(f"SGLang benchmark output lacks {', '.join(missing)}: {where}",
-                         help="is this a `bench_serving` result line (SGLang 0.4 or newer)?")
+        raise BenchError(
+            f"SGLang benchmark output lacks {', '.join(missing)}: {where}",
+            help="is this a `bench_serving` result line (SGLang 0.4 or newer)?",
+        )
     completed = int(data["completed"])
     if requests is None:
         if isinstance(data.get("errors"), list):
@@ -450,7 +472,9 @@ def parse_sglang_jsonl(
         request_throughput=float(data["request_throughput"]),
         input_throughput=float(data["input_throughput"]),
         output_throughput=float(data["output_throughput"]),
-        total_throughput=float(data.get("total_throughput", (total_in + total_out) / max(float(data["duration"]), 1e-9))),
+        total_throughput=float(
+            data.get("total_throughput", (total_in + total_out) / max(float(data["duration"]), 1e-9))
+        ),
         concurrency=float(data.get("concurrency") or 0.0),
         errors=errors,
         **stats,

@@ -1,7 +1,7 @@
 """Workload files: shipped ones (`servetune/data/workloads/*.yaml`) and the user's own.
 
-    from servetune.bench.workloads import load_workload, list_workloads
-    w = load_workload("single-image-stream")      # or a path: load_workload("my.yaml")
+from servetune.bench.workloads import load_workload, list_workloads
+w = load_workload("single-image-stream")      # or a path: load_workload("my.yaml")
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ def workload_path(name_or_path: str | Path) -> Path:
     if isinstance(name_or_path, Path) or looks_like_path:
         path = Path(text).expanduser()
         if not path.is_file():
-            raise SpecError(f"workload file not found: {path}",
-                            help="give a shipped workload name (`servetune workloads list`) or an existing .yaml file")
+            raise SpecError(
+                f"workload file not found: {path}",
+                help="give a shipped workload name (`servetune workloads list`) or an existing .yaml file",
+            )
         return path
     shipped = _shipped_files()
     if text in shipped:
@@ -72,8 +74,10 @@ def load_workload_file(path: Path) -> Workload:
     data, spans = load_yaml_with_spans(path)
     if not isinstance(data, dict):
         got = "an empty file" if data is None else type(data).__name__
-        raise SpecError(f"a workload file must be a mapping of keys to values, but got {got}",
-                        location=SourceLocation(str(path), 1, 1))
+        raise SpecError(
+            f"a workload file must be a mapping of keys to values, but got {got}",
+            location=SourceLocation(str(path), 1, 1),
+        )
     try:
         return Workload.model_validate(data)
     except ValidationError as exc:

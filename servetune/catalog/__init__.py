@@ -73,7 +73,7 @@ def available_versions() -> list[str]:
     return sorted(names, key=version_key)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_catalog(version: str) -> Catalog:
     """The catalog of SGLang `version`, read once per process.
 
@@ -224,6 +224,8 @@ def _unknown(catalog: Catalog, name: str, kind: str, known) -> UnknownNameError:
     return UnknownNameError(
         f"{name!r} is not an SGLang {catalog.sglang_version} {kind}",
         help=f"did you mean {hint!r}?" if hint else None,
-        notes=[f"names come from servetune/data/catalog/{catalog.sglang_version}.json; "
-               f"`servetune catalog show {catalog.sglang_version}` lists them"],
+        notes=[
+            f"names come from servetune/data/catalog/{catalog.sglang_version}.json; "
+            f"`servetune catalog show {catalog.sglang_version}` lists them"
+        ],
     )

@@ -23,7 +23,6 @@ import importlib
 import importlib.metadata
 import inspect
 import json
-import os
 import re
 import sys
 import typing
@@ -90,11 +89,11 @@ def _strip_hint(hint: Any) -> Any:
     while True:
         origin = typing.get_origin(hint)
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if origin is typing.Annotated:
-            hint = args[0]
-        elif origin is typing.Union and len(args) == 1:
-            hint = args[0]
-        elif origin in (list, tuple, set, frozenset) and args:
+        if (
+            origin is typing.Annotated
+            or (origin is typing.Union and len(args) == 1)
+            or (origin in (list, tuple, set, frozenset) and args)
+        ):
             hint = args[0]
         else:
             return hint
@@ -134,7 +133,7 @@ def value_type(action: argparse.Action, hint: Any, kind: str) -> str:
 def _type_hints(cls: type) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cls, include_extras=True)
-    except Exception:  # noqa: BLE001 - an unresolvable forward reference: fall back to the raw annotations
+    except Exception:
         hints: dict[str, Any] = {}
         for base in reversed(cls.__mro__):
             hints.update(getattr(base, "__annotations__", {}))
@@ -228,7 +227,9 @@ def collect_fields() -> dict[str, dict[str, Any]]:
             "action": kind,
             "type": value_type(primary, hints.get(name), kind),
             "nargs": primary.nargs if kind in ("store", "append") else None,
-            "choices": None if primary.choices is None else to_json(primary.choices)
+            "choices": None
+            if primary.choices is None
+            else to_json(primary.choices)
             if isinstance(primary.choices, (set, frozenset))
             else [to_json(c) for c in primary.choices],
             "default": to_json(default),
@@ -273,7 +274,10 @@ def collect_env() -> dict[str, dict[str, Any]]:
 def build_catalog() -> dict[str, Any]:
     """The catalog of the installed SGLang as a JSON-ready dict (the `Catalog` model's shape)."""
     version = sglang_version()
-    source = f"servetune catalog sync from sglang {version}: ServerArgs.add_cli_args, arg_groups Arg metadata, srt.environ.Envs"
+    source = (
+        f"servetune catalog sync from sglang {version}: "
+        "ServerArgs.add_cli_args, arg_groups Arg metadata, srt.environ.Envs"
+    )
     return {
         "sglang_version": version,
         "source": source,

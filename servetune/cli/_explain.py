@@ -24,7 +24,13 @@ def explain(res, key: str | None, run: Path | None) -> None:
     keys = [key] if key else sorted(res.config.fields) + sorted(res.config.env)
     diff = _server_diff(run) if run else {}
     skipped = {s.key for s in res.config.skipped}
-    if key and res.config.get(key) is None and key not in res.catalog.fields and key not in res.catalog.env and key not in skipped:
+    if (
+        key
+        and res.config.get(key) is None
+        and key not in res.catalog.fields
+        and key not in res.catalog.env
+        and key not in skipped
+    ):
         guess = did_you_mean(key, list(res.catalog.fields) + list(res.catalog.env))
         raise UnknownNameError(
             f"'{key}' is not an SGLang {res.catalog.sglang_version} field or env var",
@@ -45,7 +51,14 @@ def explain(res, key: str | None, run: Path | None) -> None:
                 won = "  ← wins" if d is resolved.chain[-1] else "  (replaced)"
                 print(f"  {d.layer:<7} {d.source:<44} {d.location or ''}{won}")
                 if d.matched:
-                    print("          matched " + " · ".join(f"{c.condition} {'✓' if c.ok else '✗'}" + (f" ({_v(c.actual)})" if c.actual is not None else "") for c in d.matched))
+                    print(
+                        "          matched "
+                        + " · ".join(
+                            f"{c.condition} {'✓' if c.ok else '✗'}"
+                            + (f" ({_v(c.actual)})" if c.actual is not None else "")
+                            for c in d.matched
+                        )
+                    )
                 if d.reason:
                     print(f"          why     {d.reason}")
         for lr in _rules_for(res, k):
@@ -60,8 +73,10 @@ def explain(res, key: str | None, run: Path | None) -> None:
                 print(f"  skipped {s.source:<44} {s.reason}")
         if k in diff:
             d = diff[k]
-            print(f"  sglang  requested={_v(d.get('requested'))} → effective={_v(d.get('effective'))}"
-                  + ("" if d.get("requested") == d.get("effective") else "  (SGLang's own resolution changed it)"))
+            print(
+                f"  sglang  requested={_v(d.get('requested'))} → effective={_v(d.get('effective'))}"
+                + ("" if d.get("requested") == d.get("effective") else "  (SGLang's own resolution changed it)")
+            )
     for k, d in diff.items():
         if k not in keys and not key:
             print(f"{k}: SGLang chose {_v(d.get('effective'))} (requested {_v(d.get('requested'))})")
@@ -70,7 +85,10 @@ def explain(res, key: str | None, run: Path | None) -> None:
 def _server_diff(run: Path) -> dict[str, dict]:
     path = run / "server_info_diff.json"
     if not path.is_file():
-        raise UnknownNameError(f"no server_info_diff.json in run directory {run}", help="pass the run directory of a `servetune launch` or managed `servetune bench`")
+        raise UnknownNameError(
+            f"no server_info_diff.json in run directory {run}",
+            help="pass the run directory of a `servetune launch` or managed `servetune bench`",
+        )
     data = json.loads(path.read_text())
     rows = data.get("fields", []) if isinstance(data, dict) else data
     return {d["field"]: d for d in rows if isinstance(d, dict) and "field" in d}

@@ -35,7 +35,7 @@ def run_app(app: typer.Typer, argv: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception:  # noqa: BLE001 - the last line of defence: a bug, reported as such
+    except Exception:
         print("servetune hit an internal error (this is a bug); please report it with this trace:", file=sys.stderr)
         traceback.print_exc()
         return 3

@@ -34,12 +34,61 @@ _OUTPUT = "Output"
 
 
 def bench_command(
-    workload: Annotated[str, typer.Option("--workload", "-w", help="A shipped workload name (`servetune workloads list`) or a .yaml file.", rich_help_panel=_WORKLOAD)],
-    url: Annotated[Optional[str], typer.Option("--url", help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:30000. Without it, a server is launched for the run.", rich_help_panel=_SERVER)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="With --url: the model id to request (default: the server's first). Without: the model to launch (bundled name, HF id or directory).", rich_help_panel=_SERVER)] = None,
-    requests: Annotated[Optional[int], typer.Option("--requests", "-n", min=1, help="Measured requests (overrides the workload's count; runs of different length are not comparable).", rich_help_panel=_WORKLOAD)] = None,
-    client: Annotated[str, typer.Option("--client", help="auto, builtin (no SGLang needed) or sglang (SGLang's bench_serving).", rich_help_panel=_WORKLOAD)] = "auto",
-    cross_check: Annotated[bool, typer.Option("--cross-check", help="Run SGLang's client and the builtin one on the same server (--url, or one launched for it) and print the relative difference per metric.", rich_help_panel=_WORKLOAD)] = False,
+    workload: Annotated[
+        str,
+        typer.Option(
+            "--workload",
+            "-w",
+            help="A shipped workload name (`servetune workloads list`) or a .yaml file.",
+            rich_help_panel=_WORKLOAD,
+        ),
+    ],
+    url: Annotated[
+        Optional[str],
+        typer.Option(
+            "--url",
+            help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:30000. "
+            "Without it, a server is launched for the run.",
+            rich_help_panel=_SERVER,
+        ),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            "-m",
+            help="With --url: the model id to request (default: the server's first). "
+            "Without: the model to launch (bundled name, HF id or directory).",
+            rich_help_panel=_SERVER,
+        ),
+    ] = None,
+    requests: Annotated[
+        Optional[int],
+        typer.Option(
+            "--requests",
+            "-n",
+            min=1,
+            help="Measured requests (overrides the workload's count; runs of different length are not comparable).",
+            rich_help_panel=_WORKLOAD,
+        ),
+    ] = None,
+    client: Annotated[
+        str,
+        typer.Option(
+            "--client",
+            help="auto, builtin (no SGLang needed) or sglang (SGLang's bench_serving).",
+            rich_help_panel=_WORKLOAD,
+        ),
+    ] = "auto",
+    cross_check: Annotated[
+        bool,
+        typer.Option(
+            "--cross-check",
+            help="Run SGLang's client and the builtin one on the same server (--url, or one launched for it) "
+            "and print the relative difference per metric.",
+            rich_help_panel=_WORKLOAD,
+        ),
+    ] = False,
     gpu: GpuOpt = None,
     hardware: HardwareOpt = None,
     sglang_version: VersionOpt = None,
@@ -50,9 +99,25 @@ def bench_command(
     tp: TpOpt = None,
     rules: RulesOpt = None,
     no_rules: NoRulesOpt = False,
-    sglang_cmd: Annotated[Optional[str], typer.Option("--sglang-cmd", help="Command that starts SGLang (the argv is appended); default $SERVETUNE_SGLANG_CMD or `python -m sglang.launch_server`.", rich_help_panel=_MANAGED)] = None,
-    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Directory for the run's files (metrics.json, logs).", rich_help_panel=_OUTPUT)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON (request_throughput at the top level).", rich_help_panel=_OUTPUT)] = False,
+    sglang_cmd: Annotated[
+        Optional[str],
+        typer.Option(
+            "--sglang-cmd",
+            help="Command that starts SGLang (the argv is appended); "
+            "default $SERVETUNE_SGLANG_CMD or `python -m sglang.launch_server`.",
+            rich_help_panel=_MANAGED,
+        ),
+    ] = None,
+    run_dir: Annotated[
+        Optional[Path],
+        typer.Option("--run-dir", help="Directory for the run's files (metrics.json, logs).", rich_help_panel=_OUTPUT),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the metrics as JSON (request_throughput at the top level).", rich_help_panel=_OUTPUT
+        ),
+    ] = False,
 ) -> None:
     """Benchmark a workload: throughput (req/s, tok/s) and TTFT/TPOT/ITL/E2E percentiles."""
     from servetune.bench.workloads import load_workload
@@ -60,9 +125,13 @@ def bench_command(
 
     spec = load_workload(workload)
     if url is None and model is None:
-        raise SpecError("`servetune bench` needs --url (a running server) or --model (to launch one)",
-                        help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`")
-    opts = ResolveOpts(model, gpu, hardware, None, sglang_version, preset, sets or [], envs or [], nnodes, tp, rules or [], no_rules)
+        raise SpecError(
+            "`servetune bench` needs --url (a running server) or --model (to launch one)",
+            help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`",
+        )
+    opts = ResolveOpts(
+        model, gpu, hardware, None, sglang_version, preset, sets or [], envs or [], nnodes, tp, rules or [], no_rules
+    )
     if cross_check:
         if url is not None:
             _cross_check(url, spec, requests, run_dir, model, as_json)
@@ -70,15 +139,21 @@ def bench_command(
         from servetune.launch import LaunchOptions, start_server
 
         resolution = resolve_from_opts(opts, workload=spec)
-        with start_server(resolution.argv(), resolution.env(), resolution.requested(),
-                          LaunchOptions(sglang_cmd=sglang_cmd, run_dir=run_dir)) as server:
+        with start_server(
+            resolution.argv(),
+            resolution.env(),
+            resolution.requested(),
+            LaunchOptions(sglang_cmd=sglang_cmd, run_dir=run_dir),
+        ) as server:
             _cross_check(server.url, spec, requests, run_dir, None, as_json)
         return
     if url is not None:
         from servetune.bench import run_benchmark
 
         with _progress(spec, requests, enabled=not as_json) as on_progress:
-            metrics = run_benchmark(url, spec, requests=requests, run_dir=run_dir, client=client, model=model, on_progress=on_progress)
+            metrics = run_benchmark(
+                url, spec, requests=requests, run_dir=run_dir, client=client, model=model, on_progress=on_progress
+            )
         _print_metrics(metrics, as_json)
         return
     _managed(spec, opts, requests, client, sglang_cmd, run_dir, as_json)
@@ -91,20 +166,39 @@ def _managed(spec, opts: ResolveOpts, requests, client, sglang_cmd, run_dir, as_
     resolution = resolve_from_opts(opts, workload=spec)
     options = LaunchOptions(sglang_cmd=sglang_cmd, run_dir=run_dir)
     with _progress(spec, requests, enabled=not as_json) as on_progress:
-        result = managed_run(resolution.argv(), resolution.env(), resolution.requested(), spec, options,
-                             requests=requests, client=client, on_progress=on_progress,
-                             facts=getattr(resolution, "facts", None), resolved=getattr(resolution, "config", None))
+        result = managed_run(
+            resolution.argv(),
+            resolution.env(),
+            resolution.requested(),
+            spec,
+            options,
+            requests=requests,
+            client=client,
+            on_progress=on_progress,
+            facts=getattr(resolution, "facts", None),
+            resolved=getattr(resolution, "config", None),
+        )
     if not result.ok:
-        raise LaunchError(result.message or f"the managed run failed ({result.failure})", failure=result.failure or "crash",
-                          log_tail=result.log_tail, exit_code=result.exit_code, notes=[f"run directory: {result.run_dir}"])
+        raise LaunchError(
+            result.message or f"the managed run failed ({result.failure})",
+            failure=result.failure or "crash",
+            log_tail=result.log_tail,
+            exit_code=result.exit_code,
+            notes=[f"run directory: {result.run_dir}"],
+        )
     if as_json:
-        payload = {"metrics": result.metrics.model_dump(mode="json"), "run_dir": str(result.run_dir),
-                   "timings": result.timings.model_dump(mode="json")}
+        payload = {
+            "metrics": result.metrics.model_dump(mode="json"),
+            "run_dir": str(result.run_dir),
+            "timings": result.timings.model_dump(mode="json"),
+        }
         typer.echo(json.dumps(payload, indent=2))
         return
     _print_metrics(result.metrics, False)
     timings = result.timings
-    typer.echo(f"server       start-up {timings.startup_s:.1f} s, stop {timings.stop_s:.1f} s; files in {result.run_dir}")
+    typer.echo(
+        f"server       start-up {timings.startup_s:.1f} s, stop {timings.stop_s:.1f} s; files in {result.run_dir}"
+    )
 
 
 def _cross_check(url, spec, requests, run_dir, model, as_json) -> None:
@@ -116,7 +210,9 @@ def _cross_check(url, spec, requests, run_dir, model, as_json) -> None:
         return
     typer.echo(f"{'metric':<24} {'sglang':>12} {'builtin':>12} {'diff':>8}")
     for name, diff in result.relative_difference.items():
-        typer.echo(f"{name:<24} {getattr(result.sglang, name):>12.2f} {getattr(result.builtin, name):>12.2f} {diff:>+8.1%}")
+        typer.echo(
+            f"{name:<24} {getattr(result.sglang, name):>12.2f} {getattr(result.builtin, name):>12.2f} {diff:>+8.1%}"
+        )
     worst, value = result.worst()
     typer.echo(f"largest difference: {worst} {value:+.1%}")
 
@@ -135,8 +231,15 @@ class _progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                            TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        self.bar = Progress(
+            TextColumn("bench"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
         self.bar.start()
         task = self.bar.add_task("bench", total=self.total, rate="")
 
@@ -160,16 +263,19 @@ def _print_metrics(metrics: Metrics, as_json: bool) -> None:
         shape += f", {m.request_rate:g} req/s Poisson"
     lines = [
         f"workload     {m.workload}  ({m.client} client, {m.url}, model {m.model})",
-        f"requests     {m.requests} planned, {m.completed} completed, {m.failed} failed  ({shape}, warmup {m.warmup_requests})"
-        + ("  STOPPED EARLY" if m.stopped_early else ""),
+        f"requests     {m.requests} planned, {m.completed} completed, {m.failed} failed  "
+        f"({shape}, warmup {m.warmup_requests})" + ("  STOPPED EARLY" if m.stopped_early else ""),
         f"duration     {m.duration_s:.2f} s",
-        f"throughput   {m.request_throughput:.2f} req/s   output {m.output_throughput:.0f} tok/s   input {m.input_throughput:.0f} tok/s"
+        f"throughput   {m.request_throughput:.2f} req/s   output {m.output_throughput:.0f} tok/s   "
+        f"input {m.input_throughput:.0f} tok/s"
         f"   (input tokens counted by the {m.input_tokens_source})",
     ]
     if m.steady is not None:
         s = m.steady
-        lines.append(f"steady       {s.request_throughput:.2f} req/s   output {s.output_throughput:.0f} tok/s   "
-                     f"({s.completed} completions in {s.end_s - s.start_s:.2f} s; first/last {s.trim:.0%} left out)")
+        lines.append(
+            f"steady       {s.request_throughput:.2f} req/s   output {s.output_throughput:.0f} tok/s   "
+            f"({s.completed} completions in {s.end_s - s.start_s:.2f} s; first/last {s.trim:.0%} left out)"
+        )
     lines.append(f"{'':<12} {'mean':>10} {'median':>10} {'p90':>10} {'p99':>10}")
     for label, key in (("TTFT ms", "ttft"), ("TPOT ms", "tpot"), ("ITL ms", "itl"), ("E2E ms", "e2e_latency")):
         values = [getattr(m, f"{stat}_{key}_ms") for stat in ("mean", "median", "p90", "p99")]

@@ -14,17 +14,23 @@ def _one_line(text: str, width: int) -> str:
 
 
 def _field_lines(spec) -> list[str]:
-    flags = " / ".join([spec.flag, *spec.aliases]) + (f" / --no-{spec.flag[2:]}" if spec.action == "boolean_optional" else "")
+    flags = " / ".join([spec.flag, *spec.aliases]) + (
+        f" / --no-{spec.flag[2:]}" if spec.action == "boolean_optional" else ""
+    )
     lines = [
         f"{spec.name}",
         f"  flag        {flags}",
         f"  action      {spec.action}" + (f"  nargs {spec.nargs}" if spec.nargs is not None else ""),
         f"  type        {spec.type}",
-        f"  default     {json.dumps(spec.default)}" + ("  (auto: SGLang resolves it at launch)" if spec.default is None else ""),
+        f"  default     {json.dumps(spec.default)}"
+        + ("  (auto: SGLang resolves it at launch)" if spec.default is None else ""),
     ]
     if spec.choices is not None:
         lines.append(f"  choices     {', '.join(str(c) for c in spec.choices)}")
-    lines.append(f"  resolvable  {'yes' if spec.resolvable else 'no'}   --config YAML: {'yes' if spec.config_file_ok else 'no (argv only)'}")
+    lines.append(
+        f"  resolvable  {'yes' if spec.resolvable else 'no'}   "
+        f"--config YAML: {'yes' if spec.config_file_ok else 'no (argv only)'}"
+    )
     if spec.help:
         lines.append(f"  help        {spec.help}")
     return lines
@@ -34,7 +40,8 @@ def register(app: typer.Typer) -> None:
     """Add `catalog list|show|sync`."""
     catalog_app = typer.Typer(
         name="catalog",
-        help="SGLang's server fields and SGLANG_* env vars per release: the schema every rule, pin and flag is checked against.",
+        help="SGLang's server fields and SGLANG_* env vars per release: "
+        "the schema every rule, pin and flag is checked against.",
         no_args_is_help=True,
     )
     app.add_typer(catalog_app)
@@ -50,14 +57,23 @@ def register(app: typer.Typer) -> None:
             cat = load_catalog(version)
             marks = [m for m, on in (("default", version == default), ("installed", version == installed)) if on]
             resolvable = sum(f.resolvable for f in cat.fields.values())
-            print(f"{version:<10} {len(cat.fields):>4} fields ({resolvable} resolvable)  {len(cat.env):>5} env vars"
-                  + (f"  [{', '.join(marks)}]" if marks else ""))
+            print(
+                f"{version:<10} {len(cat.fields):>4} fields ({resolvable} resolvable)  {len(cat.env):>5} env vars"
+                + (f"  [{', '.join(marks)}]" if marks else "")
+            )
 
     @catalog_app.command("show")
     def show_cmd(
         version: Annotated[str, typer.Argument(help="SGLang release, e.g. 0.5.23 (`servetune catalog list`).")],
-        name: Annotated[Optional[str], typer.Argument(help="A field (radix_eviction_policy), an env var (SGLANG_…) or, after `--`, a flag (-- --tp-size).")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the whole catalog, or the one entry).")] = False,
+        name: Annotated[
+            Optional[str],
+            typer.Argument(
+                help="A field (radix_eviction_policy), an env var (SGLANG_…) or, after `--`, a flag (-- --tp-size)."
+            ),
+        ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print JSON (the whole catalog, or the one entry).")
+        ] = False,
         env: Annotated[bool, typer.Option("--env", help="List the env vars instead of the fields.")] = False,
     ) -> None:
         """Show one release's fields (or env vars), or one entry in full."""
@@ -73,8 +89,14 @@ def register(app: typer.Typer) -> None:
             else:
                 for spec in cat.fields.values():
                     marks = ("R" if spec.resolvable else "-") + ("-" if spec.config_file_ok else "A")
-                    print(f"{spec.name:<48} {marks} {spec.type:<5} {_one_line(json.dumps(spec.default), 24):<24} {spec.flag}")
-                print(f"({len(cat.fields)} fields; R = resolvable by SGLang's model overrides, A = argv only, not --config YAML)")
+                    print(
+                        f"{spec.name:<48} {marks} {spec.type:<5} "
+                        f"{_one_line(json.dumps(spec.default), 24):<24} {spec.flag}"
+                    )
+                print(
+                    f"({len(cat.fields)} fields; R = resolvable by SGLang's model overrides, "
+                    "A = argv only, not --config YAML)"
+                )
             return
         if name.startswith("-"):
             spec = field_for_flag(cat, name) or field(cat, name.lstrip("-").replace("-", "_"))
@@ -91,9 +113,21 @@ def register(app: typer.Typer) -> None:
 
     @catalog_app.command("sync")
     def sync_cmd(
-        python: Annotated[Optional[str], typer.Option("--python", help="A Python that can import sglang (default: this one).")] = None,
-        sglang_cpu: Annotated[Optional[str], typer.Option("--sglang-cpu", metavar="VERSION", help="Read this release from the CPU-only harness (scripts/setup_sglang_cpu.sh) instead.")] = None,
-        out: Annotated[Optional[Path], typer.Option("--out", help="Directory to write <version>.json to (default: the package's data/catalog).")] = None,
+        python: Annotated[
+            Optional[str], typer.Option("--python", help="A Python that can import sglang (default: this one).")
+        ] = None,
+        sglang_cpu: Annotated[
+            Optional[str],
+            typer.Option(
+                "--sglang-cpu",
+                metavar="VERSION",
+                help="Read this release from the CPU-only harness (scripts/setup_sglang_cpu.sh) instead.",
+            ),
+        ] = None,
+        out: Annotated[
+            Optional[Path],
+            typer.Option("--out", help="Directory to write <version>.json to (default: the package's data/catalog)."),
+        ] = None,
     ) -> None:
         """Regenerate a catalog from a real SGLang: its argparse parser, Arg metadata and Envs registry."""
         from servetune.catalog import Catalog, sync

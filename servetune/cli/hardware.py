@@ -14,20 +14,37 @@ def register(app: typer.Typer) -> None:
 
     @app.command("hardware")
     def hardware_cmd(
-        gpu: Annotated[Optional[str], typer.Option("--gpu", help="Show a named profile instead of detecting (e.g. h100-sxm:8).")] = None,
+        gpu: Annotated[
+            Optional[str], typer.Option("--gpu", help="Show a named profile instead of detecting (e.g. h100-sxm:8).")
+        ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
-        save: Annotated[Optional[Path], typer.Option("--save", help="Write the profile as YAML (use it later with --hardware FILE).")] = None,
+        save: Annotated[
+            Optional[Path],
+            typer.Option("--save", help="Write the profile as YAML (use it later with --hardware FILE)."),
+        ] = None,
         list_: Annotated[bool, typer.Option("--list", help="List the named GPU profiles.")] = False,
-        record_nvml: Annotated[Optional[Path], typer.Option("--record-nvml", help="Also write NVML's raw answers to this JSON file (a replayable test fixture).")] = None,
-        replay_nvml: Annotated[Optional[Path], typer.Option("--replay-nvml", help="Answer NVML calls from a recording instead of the driver.")] = None,
+        record_nvml: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--record-nvml", help="Also write NVML's raw answers to this JSON file (a replayable test fixture)."
+            ),
+        ] = None,
+        replay_nvml: Annotated[
+            Optional[Path],
+            typer.Option("--replay-nvml", help="Answer NVML calls from a recording instead of the driver."),
+        ] = None,
     ) -> None:
-        """Detect this machine's GPUs (NVML): name, compute capability, memory, count, NVLink, driver and CUDA versions."""
+        """Detect this machine's GPUs (NVML): name, compute capability, memory, count, NVLink,
+        driver and CUDA versions."""
         from servetune import hardware as hw
 
         if list_:
             for name in hw.profile_names():
                 g = hw.named_profile(name).gpu
-                print(f"{name:<10} {g.name:<24} {g.arch:<6} {g.memory_mib / 1024:6.1f} GiB  default count {g.count}{'  NVLink' if g.nvlink else ''}")
+                print(
+                    f"{name:<10} {g.name:<24} {g.arch:<6} {g.memory_mib / 1024:6.1f} GiB  "
+                    f"default count {g.count}{'  NVLink' if g.nvlink else ''}"
+                )
             return
         profile = hw.named_profile(gpu) if gpu else hw.detect(record_to=record_nvml, replay_from=replay_nvml)
         if save:
@@ -36,7 +53,10 @@ def register(app: typer.Typer) -> None:
             print(json.dumps(profile.model_dump(mode="json"), indent=2))
         else:
             g = profile.gpu
-            print(f"{g.count}x {g.name}  {g.arch}  {g.memory_mib} MiB ({g.memory_gib:.1f} GiB) per GPU  "
-                  f"NVLink {'yes' if g.nvlink else 'no'}  driver {g.driver_version or '-'}  CUDA {g.cuda_driver_version or '-'}  [{profile.source}]")
+            print(
+                f"{g.count}x {g.name}  {g.arch}  {g.memory_mib} MiB ({g.memory_gib:.1f} GiB) per GPU  "
+                f"NVLink {'yes' if g.nvlink else 'no'}  driver {g.driver_version or '-'}  "
+                f"CUDA {g.cuda_driver_version or '-'}  [{profile.source}]"
+            )
         if save:
             print(f"saved {save}", flush=True)

@@ -57,7 +57,8 @@ def register(app: typer.Typer) -> None:
 
     @rules.command("lint")
     def lint_cmd(extra: RulesOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-        """Run every rule over all bundled GPU x model x workload combinations; report conflicts and rules that never match."""
+        """Run every rule over all bundled GPU x model x workload combinations; report conflicts
+        and rules that never match."""
         from servetune.rules.lint import lint
 
         report = lint(_load(extra))

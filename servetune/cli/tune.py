@@ -36,34 +36,152 @@ def register(app: typer.Typer) -> None:
 
 def tune(
     ctx: typer.Context,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Bundled model name, HF id or local model dir.", rich_help_panel=_TARGET)] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option("--model", "-m", help="Bundled model name, HF id or local model dir.", rich_help_panel=_TARGET),
+    ] = None,
     gpu: GpuOpt = None,
     hardware: HardwareOpt = None,
-    workload: Annotated[str, typer.Option("--workload", "-w", help="Workload name or file (its tune: block is the default space).", rich_help_panel=_TARGET)] = "text-chat",
+    workload: Annotated[
+        str,
+        typer.Option(
+            "--workload",
+            "-w",
+            help="Workload name or file (its tune: block is the default space).",
+            rich_help_panel=_TARGET,
+        ),
+    ] = "text-chat",
     sglang_version: VersionOpt = None,
-    preset: Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset applied under the trials (its tune: block adds to the space).", rich_help_panel=_TARGET)] = None,
+    preset: Annotated[
+        Optional[str],
+        typer.Option(
+            "--preset",
+            "-p",
+            help="Preset applied under the trials (its tune: block adds to the space).",
+            rich_help_panel=_TARGET,
+        ),
+    ] = None,
     sets: SetOpt = None,
     envs: EnvOpt = None,
     tp: TpOpt = None,
-    trials: Annotated[int, typer.Option("--trials", help="Launches in the study (baselines included; shared by all workers). A config proposed again is reused, not launched or counted; 20 such trials in a row end the study.", rich_help_panel=_SEARCH)] = 20,
-    objective: Annotated[str, typer.Option("--objective", help="throughput, token_throughput, or a Pareto pair like throughput,p99_ttft.", rich_help_panel=_SEARCH)] = "throughput",
-    slo: Annotated[Optional[list[str]], typer.Option("--slo", help="Constraint METRIC<=N, e.g. p99_ttft_ms<=2000 (repeatable).", rich_help_panel=_SEARCH)] = None,
-    space: Annotated[Optional[Path], typer.Option("--space", help="YAML file with a tune: block (replaces the default space).", rich_help_panel=_SEARCH)] = None,
-    space_set: Annotated[Optional[list[str]], typer.Option("--space-set", help="Add or replace one dimension: 'max_running_requests=int(32,512,log)', 'schedule_policy=choice(fcfs,lpm)'.", rich_help_panel=_SEARCH)] = None,
+    trials: Annotated[
+        int,
+        typer.Option(
+            "--trials",
+            help="Launches in the study (baselines included; shared by all workers). "
+            "A config proposed again is reused, not launched or counted; 20 such trials in a row end the study.",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = 20,
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective",
+            help="throughput, token_throughput, or a Pareto pair like throughput,p99_ttft.",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = "throughput",
+    slo: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--slo", help="Constraint METRIC<=N, e.g. p99_ttft_ms<=2000 (repeatable).", rich_help_panel=_SEARCH
+        ),
+    ] = None,
+    space: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--space", help="YAML file with a tune: block (replaces the default space).", rich_help_panel=_SEARCH
+        ),
+    ] = None,
+    space_set: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--space-set",
+            help="Add or replace one dimension: "
+            "'max_running_requests=int(32,512,log)', 'schedule_policy=choice(fcfs,lpm)'.",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = None,
     sampler: Annotated[str, typer.Option("--sampler", help="tpe or random.", rich_help_panel=_SEARCH)] = "tpe",
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sampler seed.", rich_help_panel=_SEARCH)] = 0,
-    local_trials: Annotated[Optional[int], typer.Option("--local-trials", min=0, help="TPE: trials that first try one-field changes of the best config so far (default: two per searched field, at most a quarter of --trials; 0: off).", rich_help_panel=_SEARCH)] = None,
-    no_prune: Annotated[bool, typer.Option("--no-prune", help="Run every benchmark to the end (no pruning of clearly worse trials).", rich_help_panel=_SEARCH)] = False,
-    confirm: Annotated[int, typer.Option("--confirm", help="Rounds of re-measuring the finalists interleaved with the baseline (0: off).", rich_help_panel=_SEARCH)] = 2,
+    local_trials: Annotated[
+        Optional[int],
+        typer.Option(
+            "--local-trials",
+            min=0,
+            help="TPE: trials that first try one-field changes of the best config so far "
+            "(default: two per searched field, at most a quarter of --trials; 0: off).",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = None,
+    no_prune: Annotated[
+        bool,
+        typer.Option(
+            "--no-prune",
+            help="Run every benchmark to the end (no pruning of clearly worse trials).",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = False,
+    confirm: Annotated[
+        int,
+        typer.Option(
+            "--confirm",
+            help="Rounds of re-measuring the finalists interleaved with the baseline (0: off).",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = 2,
     finalists: Annotated[int, typer.Option("--finalists", help="Finalists re-measured.", rich_help_panel=_SEARCH)] = 1,
-    storage: Annotated[Optional[str], typer.Option("--storage", help="Optuna RDB URL (sqlite:///tune.db, postgresql://...); default: SQLite in the run dir.", rich_help_panel=_STUDY)] = None,
-    study: Annotated[Optional[str], typer.Option("--study", help="Study name (same name + storage = resume).", rich_help_panel=_STUDY)] = None,
-    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Trial logs and the default SQLite file (default runs/tune/<study>).", rich_help_panel=_STUDY)] = None,
-    gpus: Annotated[Optional[str], typer.Option("--gpus", help="GPU ids for parallel trials, e.g. 0,1,2,3 (one set of tp GPUs per trial).", rich_help_panel=_RUN)] = None,
-    requests: Annotated[Optional[int], typer.Option("--requests", help="Measured requests per trial (default: the workload's tune_requests, else its requests).", rich_help_panel=_RUN)] = None,
-    sglang_cmd: Annotated[Optional[str], typer.Option("--sglang-cmd", help="Command prefix for the server (default python -m sglang.launch_server).", rich_help_panel=_RUN)] = None,
-    client: Annotated[str, typer.Option("--client", help="Benchmark client: auto, builtin or sglang.", rich_help_panel=_RUN)] = "auto",
-    startup_timeout: Annotated[Optional[float], typer.Option("--startup-timeout", help="Seconds a launch may take to become ready.", rich_help_panel=_RUN)] = None,
+    storage: Annotated[
+        Optional[str],
+        typer.Option(
+            "--storage",
+            help="Optuna RDB URL (sqlite:///tune.db, postgresql://...); default: SQLite in the run dir.",
+            rich_help_panel=_STUDY,
+        ),
+    ] = None,
+    study: Annotated[
+        Optional[str],
+        typer.Option("--study", help="Study name (same name + storage = resume).", rich_help_panel=_STUDY),
+    ] = None,
+    run_dir: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--run-dir",
+            help="Trial logs and the default SQLite file (default runs/tune/<study>).",
+            rich_help_panel=_STUDY,
+        ),
+    ] = None,
+    gpus: Annotated[
+        Optional[str],
+        typer.Option(
+            "--gpus",
+            help="GPU ids for parallel trials, e.g. 0,1,2,3 (one set of tp GPUs per trial).",
+            rich_help_panel=_RUN,
+        ),
+    ] = None,
+    requests: Annotated[
+        Optional[int],
+        typer.Option(
+            "--requests",
+            help="Measured requests per trial (default: the workload's tune_requests, else its requests).",
+            rich_help_panel=_RUN,
+        ),
+    ] = None,
+    sglang_cmd: Annotated[
+        Optional[str],
+        typer.Option(
+            "--sglang-cmd",
+            help="Command prefix for the server (default python -m sglang.launch_server).",
+            rich_help_panel=_RUN,
+        ),
+    ] = None,
+    client: Annotated[
+        str, typer.Option("--client", help="Benchmark client: auto, builtin or sglang.", rich_help_panel=_RUN)
+    ] = "auto",
+    startup_timeout: Annotated[
+        Optional[float],
+        typer.Option("--startup-timeout", help="Seconds a launch may take to become ready.", rich_help_panel=_RUN),
+    ] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Write the best config as a preset YAML here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
@@ -76,13 +194,34 @@ def tune(
     from servetune.tuner import TuneOptions, Tuner, write_preset
 
     options = TuneOptions(
-        model=model, gpu=gpu, hardware=str(hardware) if hardware else None, workload=workload,
-        sglang_version=sglang_version, preset=preset, sets=tuple(sets or ()), envs=tuple(envs or ()), tp=tp,
-        trials=trials, objective=objective, slos=tuple(slo or ()), space_file=str(space) if space else None,
-        space_sets=tuple(space_set or ()), storage=storage, study=study, run_dir=run_dir,
-        gpus=tuple((gpus or "").split(",")) if gpus else (), requests=requests, seed=seed, sglang_cmd=sglang_cmd,
-        client=client, sampler=sampler, prune=not no_prune, confirm_rounds=confirm, finalists=finalists,
-        startup_timeout_s=startup_timeout, local_trials=local_trials,
+        model=model,
+        gpu=gpu,
+        hardware=str(hardware) if hardware else None,
+        workload=workload,
+        sglang_version=sglang_version,
+        preset=preset,
+        sets=tuple(sets or ()),
+        envs=tuple(envs or ()),
+        tp=tp,
+        trials=trials,
+        objective=objective,
+        slos=tuple(slo or ()),
+        space_file=str(space) if space else None,
+        space_sets=tuple(space_set or ()),
+        storage=storage,
+        study=study,
+        run_dir=run_dir,
+        gpus=tuple((gpus or "").split(",")) if gpus else (),
+        requests=requests,
+        seed=seed,
+        sglang_cmd=sglang_cmd,
+        client=client,
+        sampler=sampler,
+        prune=not no_prune,
+        confirm_rounds=confirm,
+        finalists=finalists,
+        startup_timeout_s=startup_timeout,
+        local_trials=local_trials,
     )
     progress = _Progress(enabled=not quiet)
     tuner = Tuner(options, on_event=progress.event)
@@ -93,8 +232,11 @@ def tune(
         name = getattr(tuner, "study_name", "?")
         print(f"interrupted; resume with the same command (study {name!r})", file=sys.stderr)
         if getattr(tuner, "storage_url", None):
-            print(f"the trials so far: servetune tune report --storage {shlex.quote(_redact(tuner.storage_url))} "
-                  f"--study {shlex.quote(name)}" + (" --json" if as_json else ""), file=sys.stderr)
+            print(
+                f"the trials so far: servetune tune report --storage {shlex.quote(_redact(tuner.storage_url))} "
+                f"--study {shlex.quote(name)}" + (" --json" if as_json else ""),
+                file=sys.stderr,
+            )
         raise
     if out is not None:
         path = write_preset(result, out)
@@ -109,11 +251,19 @@ def tune(
 
 
 def report(
-    storage: Annotated[str, typer.Option("--storage", help="The study's storage URL (e.g. sqlite:///runs/tune/<study>/study.db).")],
-    study: Annotated[Optional[str], typer.Option("--study", help="Study name (optional when the storage holds one study).")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="Write plots (HTML; PNG with matplotlib) and summary.json here.")] = None,
+    storage: Annotated[
+        str, typer.Option("--storage", help="The study's storage URL (e.g. sqlite:///runs/tune/<study>/study.db).")
+    ],
+    study: Annotated[
+        Optional[str], typer.Option("--study", help="Study name (optional when the storage holds one study).")
+    ] = None,
+    out_dir: Annotated[
+        Optional[Path], typer.Option("--out-dir", help="Write plots (HTML; PNG with matplotlib) and summary.json here.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    preset_out: Annotated[Optional[Path], typer.Option("--out", help="Also write the best config as a preset YAML.")] = None,
+    preset_out: Annotated[
+        Optional[Path], typer.Option("--out", help="Also write the best config as a preset YAML.")
+    ] = None,
 ) -> None:
     """Trials table, best vs baseline, and plots (history, Pareto front, parameter importances).
 
@@ -145,16 +295,30 @@ class _Progress:
         self._progress: Any = None
         self._task: Any = None
 
-    def __enter__(self) -> "_Progress":
+    def __enter__(self) -> _Progress:
         if not self.enabled:
             return self
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.console = Console(stderr=True)
         self._progress = Progress(
-            TextColumn("[bold]tune[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[best]}"),
-            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=self.console, transient=False,
+            TextColumn("[bold]tune[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[best]}"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
         )
         self._progress.__enter__()
         return self
@@ -169,8 +333,11 @@ class _Progress:
         p = self._progress
         if kind == "start":
             self._task = p.add_task("tune", total=data["trials"], completed=min(data["done"], data["trials"]), best="")
-            p.console.print(f"study [bold]{data['study']}[/] in {_redact(data['storage'])}; {len(data['space'])} dimensions, "
-                            f"{data['slots']} parallel slot(s); {data['requests']} requests per trial; {data['done']} trial(s) already done")
+            p.console.print(
+                f"study [bold]{data['study']}[/] in {_redact(data['storage'])}; {len(data['space'])} dimensions, "
+                f"{data['slots']} parallel slot(s); {data['requests']} requests per trial; "
+                f"{data['done']} trial(s) already done"
+            )
             if data["dropped"]:
                 p.console.print("left out of the space: " + ", ".join(f"{k} ({v})" for k, v in data["dropped"].items()))
         elif kind == "lost":
@@ -183,7 +350,10 @@ class _Progress:
             p.update(self._task, best=best_text)
             if data["state"] == "FAIL":
                 f = data.get("failure") or {}
-                line = f"[red]FAIL[/] {f.get('class')}: {str(f.get('message', '')).splitlines()[0][:120] if f.get('message') else ''}"
+                line = (
+                    f"[red]FAIL[/] {f.get('class')}: "
+                    f"{str(f.get('message', '')).splitlines()[0][:120] if f.get('message') else ''}"
+                )
             elif data["state"] == "COMPLETE":
                 vals = ", ".join(f"{v:.4g}" for v in data.get("values") or [])
                 line = f"[green]ok[/] {vals}" + ("" if data.get("feasible") else " [yellow](violates SLO)[/]")
@@ -193,15 +363,19 @@ class _Progress:
                 line = f"[yellow]{data['state'].lower()}[/]"
             p.console.print(f"trial {data['number']:>3} {data.get('source', '')[:8]:<8} {line}")
         elif kind == "converged":
-            p.console.print(f"[yellow]stopping after {data['done']} launches: the sampler proposed {data['reproposals']} "
-                            "measured configs in a row (converged, or the space is used up)[/]")
+            p.console.print(
+                f"[yellow]stopping after {data['done']} launches: the sampler proposed {data['reproposals']} "
+                "measured configs in a row (converged, or the space is used up)[/]"
+            )
         elif kind == "confirm":
             p.console.print(f"re-measuring trial {data['trial']} (round {data['round']}/{data['rounds']})")
         elif kind == "confirmed":
             for f in data["finalists"]:
                 if f["median"] is not None:
-                    p.console.print(f"trial {f['trial']}: {f['median']:.3f}x baseline (min {f['min']:.3f}, max {f['max']:.3f}, "
-                                    f"{len(f['ratios'])} rounds)")
+                    p.console.print(
+                        f"trial {f['trial']}: {f['median']:.3f}x baseline (min {f['min']:.3f}, max {f['max']:.3f}, "
+                        f"{len(f['ratios'])} rounds)"
+                    )
             if data.get("note"):
                 p.console.print(f"[yellow]{data['note']}[/]")
         elif kind == "confirm_skip":

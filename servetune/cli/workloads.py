@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-workloads_app = typer.Typer(help="List and show benchmark workloads (shipped ones; any .yaml file works too).",
-                            no_args_is_help=True)
+workloads_app = typer.Typer(
+    help="List and show benchmark workloads (shipped ones; any .yaml file works too).", no_args_is_help=True
+)
 
 
 @workloads_app.command("list")

@@ -76,7 +76,9 @@ def load_profile(path: str | Path) -> HardwareProfile:
     try:
         return HardwareProfile.model_validate(data)
     except ValidationError as exc:
-        raise spec_error_from_validation(exc, data, spans, path, model=HardwareProfile, what="hardware profile") from None
+        raise spec_error_from_validation(
+            exc, data, spans, path, model=HardwareProfile, what="hardware profile"
+        ) from None
 
 
 def save_profile(profile: HardwareProfile, path: str | Path) -> None:

@@ -107,16 +107,19 @@ class RecordingApi:
     def __getattr__(self, attr: str) -> Any:
         fn = getattr(self._api, attr)
         if attr in _PER_DEVICE:
+
             def per_device(i: int) -> Any:
                 value = fn(i)
                 self.answers["devices"].setdefault(str(i), {})[attr] = value
                 return value
+
             return per_device
 
         def system() -> Any:
             value = fn()
             self.answers[attr] = value
             return value
+
         return system
 
     def save(self, path: str | Path) -> None:
@@ -182,4 +185,3 @@ def detect(record_to: str | Path | None = None, replay_from: str | Path | None =
     if record_to:
         api.save(record_to)
     return profile
-

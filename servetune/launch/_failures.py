@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-FailureClass = Literal["oom", "crash", "startup_timeout", "port_in_use", "bad_command", "wrong_server", "bench_error", "interrupted"]
+FailureClass = Literal[
+    "oom", "crash", "startup_timeout", "port_in_use", "bad_command", "wrong_server", "bench_error", "interrupted"
+]
 """Every failure class a launch or a managed run can end in."""
 
 OOM_MARKERS = (
@@ -17,7 +19,13 @@ OOM_MARKERS = (
     "RuntimeError: Not enough memory",
 )
 PORT_MARKERS = ("Address already in use", "address already in use", "[Errno 98]")
-BAD_COMMAND_MARKERS = ("No module named", "unrecognized arguments:", "error: argument", "command not found", "ambiguous option")
+BAD_COMMAND_MARKERS = (
+    "No module named",
+    "unrecognized arguments:",
+    "error: argument",
+    "command not found",
+    "ambiguous option",
+)
 
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126

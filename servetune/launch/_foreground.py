@@ -79,8 +79,14 @@ def run_foreground(
     run_dir.mkdir(parents=True, exist_ok=True)
     write_facts(run_dir, getattr(res, "facts", {}))
     write_resolved(run_dir, res)
-    options = LaunchOptions(sglang_cmd=sglang_cmd, host=host, port=port, startup_timeout_s=startup_timeout_s,
-                            stop_grace_s=stop_grace_s, run_dir=run_dir)
+    options = LaunchOptions(
+        sglang_cmd=sglang_cmd,
+        host=host,
+        port=port,
+        startup_timeout_s=startup_timeout_s,
+        stop_grace_s=stop_grace_s,
+        run_dir=run_dir,
+    )
     print(shell_line(options.command_prefix(), [*argv, "--host", host, "--port", str(port)], env), flush=True)
     print(f"run directory: {run_dir}", flush=True)
     follower = LogFollower(run_dir / "server.log", sys.stdout, prefix="[server] ").start() if follow_log else None

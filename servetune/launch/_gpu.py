@@ -18,7 +18,7 @@ def _nvml():
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - ImportError, NVMLError_LibraryNotFound, driver errors
+    except Exception as exc:
         log.debug("NVML unavailable (%s); GPU memory release is not awaited", exc)
         _nvml_state["module"] = None
         return None
@@ -82,6 +82,8 @@ def wait_gpu_memory_released(
         if not busy:
             return True
         if time.monotonic() >= deadline:
-            log.warning("GPU memory not released after %.0f s (pids %s, devices %s)", timeout_s, sorted(wanted), indices)
+            log.warning(
+                "GPU memory not released after %.0f s (pids %s, devices %s)", timeout_s, sorted(wanted), indices
+            )
             return False
         time.sleep(poll_s)

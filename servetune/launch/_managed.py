@@ -113,7 +113,9 @@ def managed_run(
     """
     t0 = time.monotonic()
     options = options or LaunchOptions()
-    run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), "run")
+    run_dir = (
+        Path(options.run_dir) if options.run_dir else new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), "run")
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
     options = options.model_copy(update={"run_dir": run_dir})
     if facts is not None:
@@ -138,12 +140,24 @@ def managed_run(
         handle.stop(grace_s=min(options.stop_grace_s, MANAGED_STOP_GRACE_S))
         timings.stop_s = handle.stop_s
         timings.total_s = time.monotonic() - t0
-    result = RunResult(run_dir=run_dir, url=handle.url, diff=handle.diff, server_info=handle.server_info, timings=timings, **fields)
+    result = RunResult(
+        run_dir=run_dir, url=handle.url, diff=handle.diff, server_info=handle.server_info, timings=timings, **fields
+    )
     return _record(result)
 
 
-def _bench(handle: ServerHandle, bench: Callable[..., Any], workload: Any, requests: int | None, run_dir: Path,
-           client: str, model: str | None, on_progress: Any, should_stop: Any, timings: RunTimings) -> dict[str, Any]:
+def _bench(
+    handle: ServerHandle,
+    bench: Callable[..., Any],
+    workload: Any,
+    requests: int | None,
+    run_dir: Path,
+    client: str,
+    model: str | None,
+    on_progress: Any,
+    should_stop: Any,
+    timings: RunTimings,
+) -> dict[str, Any]:
     def stop_now(*args: Any) -> bool:
         return not handle.alive or bool(should_stop(*args))
 
@@ -151,8 +165,16 @@ def _bench(handle: ServerHandle, bench: Callable[..., Any], workload: Any, reque
     metrics = None
     bench_error: BenchError | None = None
     try:
-        metrics = bench(handle.url, workload, requests=requests, run_dir=run_dir, client=client, model=model,
-                        on_progress=on_progress, should_stop=stop_now if should_stop is not None else None)
+        metrics = bench(
+            handle.url,
+            workload,
+            requests=requests,
+            run_dir=run_dir,
+            client=client,
+            model=model,
+            on_progress=on_progress,
+            should_stop=stop_now if should_stop is not None else None,
+        )
     except BenchError as exc:
         bench_error = exc
     finally:
@@ -166,11 +188,23 @@ def _bench(handle: ServerHandle, bench: Callable[..., Any], workload: Any, reque
     if code is not None:
         failure = classify_failure(code, read_tail(handle.log_path, 400))
         what = "ran out of memory under load" if failure == "oom" else "died"
-        return {"ok": False, "stage": "bench", "failure": failure, "exit_code": code, "log_tail": handle.log_tail(),
-                "message": f"the server {what} during the benchmark (exit status {code})", "metrics": metrics}
+        return {
+            "ok": False,
+            "stage": "bench",
+            "failure": failure,
+            "exit_code": code,
+            "log_tail": handle.log_tail(),
+            "message": f"the server {what} during the benchmark (exit status {code})",
+            "metrics": metrics,
+        }
     if bench_error is not None:
-        return {"ok": False, "stage": "bench", "failure": "bench_error", "message": bench_error.message,
-                "log_tail": handle.log_tail()}
+        return {
+            "ok": False,
+            "stage": "bench",
+            "failure": "bench_error",
+            "message": bench_error.message,
+            "log_tail": handle.log_tail(),
+        }
     return {"ok": True, "metrics": metrics}
 
 
@@ -178,7 +212,14 @@ def _record(result: RunResult) -> RunResult:
     if result.ok:
         write_metrics(result.run_dir, result.metrics)
     else:
-        write_metrics(result.run_dir, {"failure": result.failure, "stage": result.stage, "message": result.message,
-                                       "exit_code": result.exit_code})
+        write_metrics(
+            result.run_dir,
+            {
+                "failure": result.failure,
+                "stage": result.stage,
+                "message": result.message,
+                "exit_code": result.exit_code,
+            },
+        )
     write_json(result.run_dir, "result.json", result.model_dump(mode="json", exclude={"server_info"}))
     return result

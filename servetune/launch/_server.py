@@ -34,14 +34,28 @@ SGLANG_CMD_ENV = "SERVETUNE_SGLANG_CMD"
 RUNS_DIR_ENV = "SERVETUNE_RUNS_DIR"
 DEFAULT_SGLANG_MODULE = "sglang.launch_server"
 WATCHED_FIELDS = (
-    "max_running_requests", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs_decode",
-    "schedule_policy", "prefill_decode_interval", "radix_eviction_policy", "mm_feature_transport",
-    "mm_preprocess_cache_size_mb", "attention_backend", "decode_attention_backend", "page_size", "max_total_tokens",
+    "max_running_requests",
+    "mem_fraction_static",
+    "chunked_prefill_size",
+    "cuda_graph_max_bs_decode",
+    "schedule_policy",
+    "prefill_decode_interval",
+    "radix_eviction_policy",
+    "mm_feature_transport",
+    "mm_preprocess_cache_size_mb",
+    "attention_backend",
+    "decode_attention_backend",
+    "page_size",
+    "max_total_tokens",
 )
 """Tuning-relevant fields recorded as `resolved` in the diff when servetune left them to the server."""
 
-_PHRASE = {"oom": "out of GPU memory (oom)", "crash": "crashed (crash)", "port_in_use": "its port is taken (port_in_use)",
-           "bad_command": "the command or its flags were rejected (bad_command)"}
+_PHRASE = {
+    "oom": "out of GPU memory (oom)",
+    "crash": "crashed (crash)",
+    "port_in_use": "its port is taken (port_in_use)",
+    "bad_command": "the command or its flags were rejected (bad_command)",
+}
 _HELP = {
     "oom": "the GPU ran out of memory: lower --mem-fraction-static, max_running_requests or the CUDA-graph "
     "batch size, and check that no other process holds GPU memory (nvidia-smi)",
@@ -117,7 +131,8 @@ def _check_command(prefix: list[str]) -> None:
         raise LaunchError(
             f"cannot run the SGLang command {shlex.join(prefix)!r}: {prog!r} is not an executable file or on PATH",
             failure="bad_command",
-            help="pass --sglang-cmd 'python -m sglang.launch_server' (or set SERVETUNE_SGLANG_CMD) with a program that exists",
+            help="pass --sglang-cmd 'python -m sglang.launch_server' (or set SERVETUNE_SGLANG_CMD) "
+            "with a program that exists",
         )
     if prog == sys.executable and len(prefix) >= 3 and prefix[1] == "-m":
         module = prefix[2]
@@ -162,7 +177,9 @@ def _connect_host(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
-def http_get(host: str, port: int, path: str, *, timeout: float = 5.0, headers: Mapping[str, str] | None = None) -> tuple[int, bytes] | None:
+def http_get(
+    host: str, port: int, path: str, *, timeout: float = 5.0, headers: Mapping[str, str] | None = None
+) -> tuple[int, bytes] | None:
     """GET `path`; (status, body), or None when nothing answers (refused, reset, timeout)."""
     conn = http.client.HTTPConnection(_connect_host(host), port, timeout=timeout)
     try:
@@ -272,7 +289,7 @@ def _stop_all_live() -> None:
     for handle in handles:
         try:
             handle.stop()
-        except Exception:  # noqa: BLE001 - at exit, stop every server even if one stop fails
+        except Exception:
             log.exception("stopping %s at exit failed", handle)
 
 
@@ -298,7 +315,9 @@ def _forget_servers_in_child() -> None:
     if _HANDLERS_INSTALLED:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is _exit_on_signal:
-                with contextlib.suppress(ValueError):  # not the main thread: keep the handler (it re-raises the default)
+                with contextlib.suppress(
+                    ValueError
+                ):  # not the main thread: keep the handler (it re-raises the default)
                     signal.signal(sig, signal.SIG_DFL)
     _HANDLERS_INSTALLED = False
 
@@ -332,8 +351,18 @@ class ServerHandle:
     Use as a context manager (`with start_server(...) as server:`); `stop()` is idempotent.
     """
 
-    def __init__(self, proc: subprocess.Popen, *, reservation: PortReservation | None, host: str, port: int,
-                 run_dir: Path, log_path: Path, options: LaunchOptions, headers: dict[str, str]) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        *,
+        reservation: PortReservation | None,
+        host: str,
+        port: int,
+        run_dir: Path,
+        log_path: Path,
+        options: LaunchOptions,
+        headers: dict[str, str],
+    ) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.pgid = proc.pid
@@ -433,7 +462,8 @@ class ServerHandle:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise LaunchError(
-                    f"the server did not become ready within {timeout_s:g} s ({self.options.health_path} never answered 200)",
+                    f"the server did not become ready within {timeout_s:g} s "
+                    f"({self.options.health_path} never answered 200)",
                     failure="startup_timeout",
                     log_tail=self.log_tail(),
                     help=_HELP["startup_timeout"],
@@ -455,15 +485,24 @@ class ServerHandle:
             others = sorted(_listener_pids(self.port) or [])
             older = [pid for pid in others if self._older_than_ours(pid)]
             if older:
-                problems.append(f"port {self.port} is held by pid(s) {older}, outside our process group {self.pgid} "
-                                "and started no later than our server")
+                problems.append(
+                    f"port {self.port} is held by pid(s) {older}, outside our process group {self.pgid} "
+                    "and started no later than our server"
+                )
             else:
-                log.info("port %d is held by pid(s) %s outside group %d but started after it (a container proxy?); "
-                         "accepted", self.port, others or "unknown", self.pgid)
+                log.info(
+                    "port %d is held by pid(s) %s outside group %d but started after it (a container proxy?); accepted",
+                    self.port,
+                    others or "unknown",
+                    self.pgid,
+                )
         info = self.server_info
         pid = info.get("pid")
         if isinstance(pid, int) and not self._ours(pid) and self._older_than_ours(pid):
-            problems.append(f"/server_info reports pid {pid}, outside our process group {self.pgid} and started no later than our server")
+            problems.append(
+                f"/server_info reports pid {pid}, outside our process group {self.pgid} "
+                "and started no later than our server"
+            )
         if "port" in info and str(info["port"]) != str(self.port):
             problems.append(f"/server_info reports port {info['port']}, expected {self.port}")
         want_model = requested.get("model_path")
@@ -543,7 +582,7 @@ class ServerHandle:
                 try:
                     if child.is_running():
                         child.kill()
-                except Exception:  # noqa: BLE001 - psutil.NoSuchProcess and friends: already gone
+                except Exception:
                     pass
             settle = time.monotonic() + 5.0
             while (_group_alive(self.pgid) or _any_running(descendants)) and time.monotonic() < settle:
@@ -555,8 +594,12 @@ class ServerHandle:
             from servetune.launch._gpu import wait_gpu_memory_released
 
             pids = [self.pid, *(c.pid for c in descendants)]
-            wait_gpu_memory_released(pids, _gpu_indices(self.options), baseline_mib=self._gpu_baseline,
-                                     timeout_s=self.options.gpu_release_timeout_s)
+            wait_gpu_memory_released(
+                pids,
+                _gpu_indices(self.options),
+                baseline_mib=self._gpu_baseline,
+                timeout_s=self.options.gpu_release_timeout_s,
+            )
         return self.proc.returncode
 
     def _descendants(self) -> list[Any]:
@@ -605,8 +648,11 @@ def _reserve(options: LaunchOptions) -> tuple[PortReservation | None, int]:
     port = options.port
     res = PortReservation.try_acquire(port)
     if res is None:
-        raise LaunchError(f"port {port} is reserved by another servetune launch in progress", failure="port_in_use",
-                          help=_HELP["port_in_use"])
+        raise LaunchError(
+            f"port {port} is reserved by another servetune launch in progress",
+            failure="port_in_use",
+            help=_HELP["port_in_use"],
+        )
     if not port_is_free(host, port):
         res.release()
         notes = []
@@ -614,12 +660,19 @@ def _reserve(options: LaunchOptions) -> tuple[PortReservation | None, int]:
         if got is not None and got[0] == 200:
             try:
                 info = json.loads(got[1])
-                notes.append(f"it answers /server_info: model_path={info.get('model_path')!r}, version={info.get('version')!r}, "
-                             f"pid={info.get('pid', 'not reported')}")
+                notes.append(
+                    f"it answers /server_info: model_path={info.get('model_path')!r}, version={info.get('version')!r}, "
+                    f"pid={info.get('pid', 'not reported')}"
+                )
             except ValueError:
                 pass
-        raise LaunchError(f"port {port} on {host} is already in use; servetune will not start a second server there "
-                          "nor talk to one it did not start", failure="port_in_use", help=_HELP["port_in_use"], notes=notes)
+        raise LaunchError(
+            f"port {port} on {host} is already in use; servetune will not start a second server there "
+            "nor talk to one it did not start",
+            failure="port_in_use",
+            help=_HELP["port_in_use"],
+            notes=notes,
+        )
     return res, port
 
 
@@ -652,7 +705,9 @@ def start_server(
     requested = dict(requested or {})
     prefix = options.command_prefix()
     _check_command(prefix)
-    run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), "launch")
+    run_dir = (
+        Path(options.run_dir) if options.run_dir else new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), "launch")
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
     reservation, port = _reserve(options)
     full = [*prefix, *_strip_host_port(argv), "--host", options.host, "--port", str(port)]
@@ -672,15 +727,33 @@ def start_server(
     t0 = time.monotonic()
     try:
         with open(log_path, "ab") as log_fh:
-            proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
-                                    env={**os.environ, **server_env}, start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(
+                full,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **server_env},
+                start_new_session=True,
+                close_fds=True,
+            )
     except OSError as exc:
         reservation.release() if reservation else None
-        raise LaunchError(f"cannot run {shlex.join(prefix)!r}: {exc.strerror or exc}", failure="bad_command",
-                          help=_HELP["bad_command"]) from None
+        raise LaunchError(
+            f"cannot run {shlex.join(prefix)!r}: {exc.strerror or exc}",
+            failure="bad_command",
+            help=_HELP["bad_command"],
+        ) from None
     (run_dir / "server.pid").write_text(f"{proc.pid}\n")
-    handle = ServerHandle(proc, reservation=reservation, host=options.host, port=port, run_dir=run_dir,
-                          log_path=log_path, options=options, headers=headers)
+    handle = ServerHandle(
+        proc,
+        reservation=reservation,
+        host=options.host,
+        port=port,
+        run_dir=run_dir,
+        log_path=log_path,
+        options=options,
+        headers=headers,
+    )
     handle._gpu_baseline = gpu_baseline
     with _LIVE_LOCK:
         _LIVE.add(handle)

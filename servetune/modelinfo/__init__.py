@@ -69,12 +69,19 @@ def load_model_facts(model: str) -> ModelFacts:
     if path.is_dir():
         config_dir = path if (path / "config.json").is_file() else _snapshot_of_cache_dir(path)
         if config_dir is None:
-            raise UnknownNameError(f"no config.json in model directory '{model}'", help="point --model at a directory that holds config.json")
+            raise UnknownNameError(
+                f"no config.json in model directory '{model}'",
+                help="point --model at a directory that holds config.json",
+            )
         return model_facts_from_config(_read_config(config_dir / "config.json"), name=model, path=str(path))
     bundled = bundled_models()
     key = model.strip().lower()
     by_id = {hf.lower(): name for name, hf in bundled.items()}
-    name = key if key in bundled else by_id.get(key) or (key.rsplit("/", 1)[-1] if key.rsplit("/", 1)[-1] in bundled else None)
+    name = (
+        key
+        if key in bundled
+        else by_id.get(key) or (key.rsplit("/", 1)[-1] if key.rsplit("/", 1)[-1] in bundled else None)
+    )
     if name is not None:
         text = resources.files("servetune.data").joinpath(f"models/{name}/config.json").read_text(encoding="utf-8")
         return model_facts_from_config(json.loads(text), name=name, path=bundled[name])
@@ -144,7 +151,9 @@ def model_facts_from_config(cfg: dict[str, Any], *, name: str, path: str) -> Mod
     else:
         attention = "gqa"
     quant_cfg = cfg.get("quantization_config") or text.get("quantization_config")
-    quant = str(quant_cfg.get("quant_method")) if isinstance(quant_cfg, dict) and quant_cfg.get("quant_method") else None
+    quant = (
+        str(quant_cfg.get("quant_method")) if isinstance(quant_cfg, dict) and quant_cfg.get("quant_method") else None
+    )
     ctx = text.get("max_position_embeddings") or cfg.get("max_position_embeddings")
     return ModelFacts(
         name=name,

@@ -32,7 +32,9 @@ def _path_for(name_or_path: str | Path) -> Path:
     guess = did_you_mean(str(name_or_path), shipped)
     raise UnknownNameError(
         f"unknown preset '{name_or_path}'",
-        help=(f"did you mean '{guess}'? " if guess else "") + "shipped presets: " + (", ".join(sorted(shipped)) or "none")
+        help=(f"did you mean '{guess}'? " if guess else "")
+        + "shipped presets: "
+        + (", ".join(sorted(shipped)) or "none")
         + "; or pass a preset file path",
     )
 
@@ -50,7 +52,9 @@ def load_preset(name_or_path: str | Path | Preset) -> tuple[Preset, str | None, 
     shown = display_path(path)
     data, spans = load_yaml_with_spans(path)
     if not isinstance(data, dict):
-        raise SpecError("a preset must be a mapping with 'name', 'summary' and 'set'", location=SourceLocation(shown, 1))
+        raise SpecError(
+            "a preset must be a mapping with 'name', 'summary' and 'set'", location=SourceLocation(shown, 1)
+        )
     try:
         preset = Preset.model_validate(data)
     except ValidationError as exc:

@@ -15,7 +15,15 @@ from servetune.schema.decision import ResolvedConfig
 
 LAUNCH_PREFIX = ["python", "-m", "sglang.launch_server"]
 
-__all__ = ["LAUNCH_PREFIX", "field_args", "render_argv", "render_config_yaml", "render_env", "render_env_lines", "render_shell"]
+__all__ = [
+    "LAUNCH_PREFIX",
+    "field_args",
+    "render_argv",
+    "render_config_yaml",
+    "render_env",
+    "render_env_lines",
+    "render_shell",
+]
 
 
 def field_args(spec: FieldSpec, value: Any) -> list[str]:

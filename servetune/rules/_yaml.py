@@ -37,7 +37,9 @@ def _walk(node: yaml.Node, path: KeyPath, spans: Spans, filename: str) -> None:
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key = key_node.value
-            spans[path + (key,)] = SourceLocation(filename, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            spans[path + (key,)] = SourceLocation(
+                filename, key_node.start_mark.line + 1, key_node.start_mark.column + 1
+            )
             _walk(value_node, path + (key,), spans, filename)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
@@ -79,7 +81,9 @@ def load_yaml_with_spans(source: str | Path, text: str | None = None) -> tuple[A
         mark = getattr(exc, "problem_mark", None)
         where = SourceLocation(filename, mark.line + 1, mark.column + 1) if mark else SourceLocation(filename)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"YAML syntax error: {problem}", location=where, help="fix the YAML syntax at that position") from None
+        raise SpecError(
+            f"YAML syntax error: {problem}", location=where, help="fix the YAML syntax at that position"
+        ) from None
     finally:
         loader.dispose()
     spans = Spans()
@@ -94,10 +98,9 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> KeyPath:
     path: list[Any] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            path.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        ):
             path.append(part)
             node = node[part]
     return tuple(path)

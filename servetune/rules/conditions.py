@@ -93,12 +93,14 @@ def evaluate(cond: Condition, lookup: Lookup, trace: list[ConditionResult] | Non
             if isinstance(cond.value, Ref):
                 ref_value = lookup(cond.value.ref)
                 text += f" ({'unset' if ref_value is UNSET or ref_value is UNKNOWN else ref_value})"
-            trace.append(ConditionResult(
-                condition=text,
-                path=cond.path,
-                actual=None if actual is UNSET or actual is UNKNOWN else actual,
-                ok=bool(result),
-            ))
+            trace.append(
+                ConditionResult(
+                    condition=text,
+                    path=cond.path,
+                    actual=None if actual is UNSET or actual is UNKNOWN else actual,
+                    ok=bool(result),
+                )
+            )
         return result
     if isinstance(cond, AllOf):
         results = [evaluate(c, lookup, trace) for c in cond.all]
@@ -139,7 +141,7 @@ def top_level_atoms(cond: Condition) -> list[Atom]:
 
 def _range(atom: Atom) -> tuple[float, float, bool, bool] | None:
     v = atom.value
-    if isinstance(v, Ref) or isinstance(v, bool):
+    if isinstance(v, (Ref, bool)):
         return None
     inf = float("inf")
     try:

@@ -82,7 +82,9 @@ def _known(catalog: Catalog, key: str) -> bool:
 
 
 class _Resolver:
-    def __init__(self, facts: Facts, rules: RuleSet, catalog: Catalog, layers: list[LayerInput], use_rules: bool) -> None:
+    def __init__(
+        self, facts: Facts, rules: RuleSet, catalog: Catalog, layers: list[LayerInput], use_rules: bool
+    ) -> None:
         self.facts = facts
         self.catalog = catalog
         self.version = catalog.sglang_version
@@ -93,7 +95,9 @@ class _Resolver:
         for lr in rules.rules if use_rules else ():
             if not in_window(self.version, lr.rule.sglang):
                 self.outcomes[lr.id] = RuleOutcome(
-                    rule_id=lr.id, status="outside-version", note=f"window {lr.rule.sglang} excludes SGLang {self.version}"
+                    rule_id=lr.id,
+                    status="outside-version",
+                    note=f"window {lr.rule.sglang} excludes SGLang {self.version}",
                 )
                 continue
             (self.require if lr.rule.kind == "require" else self.prefer).append(lr)
@@ -101,7 +105,7 @@ class _Resolver:
         for lr in self.prefer:
             self.rule_candidates[lr.id] = self._rule_candidates(lr, "rule")
         self.upper: list[_Candidate] = []
-        for layer in sorted(layers, key=lambda l: LAYER_ORDER[l.layer]):
+        for layer in sorted(layers, key=lambda item: LAYER_ORDER[item.layer]):
             self.upper.extend(self._layer_candidates(layer))
 
     def _rule_candidates(self, lr: LoadedRule, layer: str) -> list[_Candidate]:
@@ -109,20 +113,30 @@ class _Resolver:
         for key, value in lr.rule.set.items():
             if not _known(self.catalog, key):
                 noun = "environment variable" if is_env_name(key) else "field"
-                self.skipped.append(Skipped(
-                    key=key, source=lr.id, location=str(lr.set_locations.get(key, lr.location)),
-                    reason=f"SGLang {self.version} has no {noun} '{key}'",
-                ))
+                self.skipped.append(
+                    Skipped(
+                        key=key,
+                        source=lr.id,
+                        location=str(lr.set_locations.get(key, lr.location)),
+                        reason=f"SGLang {self.version} has no {noun} '{key}'",
+                    )
+                )
                 continue
             try:
                 coerced = _coerce(self.catalog, key, value, False)
             except ValueError as exc:
-                self.skipped.append(Skipped(
-                    key=key, source=lr.id, location=str(lr.set_locations.get(key, lr.location)),
-                    reason=f"SGLang {self.version} does not accept {key}={value!r}: {exc}",
-                ))
+                self.skipped.append(
+                    Skipped(
+                        key=key,
+                        source=lr.id,
+                        location=str(lr.set_locations.get(key, lr.location)),
+                        reason=f"SGLang {self.version} does not accept {key}={value!r}: {exc}",
+                    )
+                )
                 continue
-            out.append(_Candidate(key, coerced, layer, lr.id, str(lr.set_locations.get(key, lr.location)), lr.rule.summary))
+            out.append(
+                _Candidate(key, coerced, layer, lr.id, str(lr.set_locations.get(key, lr.location)), lr.rule.summary)
+            )
         return out
 
     def _layer_candidates(self, layer: LayerInput) -> list[_Candidate]:
@@ -132,18 +146,29 @@ class _Resolver:
             if not _known(self.catalog, key):
                 if layer.strict:
                     raise unknown_key_error(key, self.catalog, what=f"{layer.layer} from {layer.source}")
-                self.skipped.append(Skipped(key=key, source=layer.source, location=where,
-                                            reason=f"SGLang {self.version} has no '{key}'"))
+                self.skipped.append(
+                    Skipped(
+                        key=key, source=layer.source, location=where, reason=f"SGLang {self.version} has no '{key}'"
+                    )
+                )
                 continue
             try:
                 coerced = _coerce(self.catalog, key, value, layer.from_text)
             except ValueError as exc:
                 if not layer.strict:
-                    self.skipped.append(Skipped(key=key, source=layer.source, location=where,
-                                                reason=f"SGLang {self.version} does not accept {key}={value!r}: {exc}"))
+                    self.skipped.append(
+                        Skipped(
+                            key=key,
+                            source=layer.source,
+                            location=where,
+                            reason=f"SGLang {self.version} does not accept {key}={value!r}: {exc}",
+                        )
+                    )
                     continue
                 shown = f"{key}={value}" if layer.from_text else key
-                raise SpecError(f"bad value for {shown} ({layer.layer} {layer.source}): {exc}", help=_help_for(self.catalog, key)) from None
+                raise SpecError(
+                    f"bad value for {shown} ({layer.layer} {layer.source}): {exc}", help=_help_for(self.catalog, key)
+                ) from None
             out.append(_Candidate(key, coerced, layer.layer, layer.source, where, layer.reason))
         return out
 
@@ -182,8 +207,14 @@ class _Resolver:
             if value is not UNSET:
                 return value
             if skips is not None:
-                skips.append(Skipped(key=c.key, source=c.source, location=c.location,
-                                     reason=f"derived from '{c.value.source}', which is unset"))
+                skips.append(
+                    Skipped(
+                        key=c.key,
+                        source=c.source,
+                        location=c.location,
+                        reason=f"derived from '{c.value.source}', which is unset",
+                    )
+                )
         return UNSET
 
     def _derive(self, c: _Candidate, merged: dict[str, Any]) -> Any:
@@ -204,6 +235,7 @@ class _Resolver:
                 return UNSET if value is None else value
             group, _, name = path.partition(".")
             return merged.get(name, UNSET)
+
         return get
 
     # --- the fixed point -----------------------------------------------------------------
@@ -222,7 +254,9 @@ class _Resolver:
                 traces[lr.id] = tuple(trace)
                 if ok:
                     matched.append(lr.id)
-            superseded = {s: lr.id for lr in self.prefer if lr.id in matched for s in lr.rule.supersedes if s in matched}
+            superseded = {
+                s: lr.id for lr in self.prefer if lr.id in matched for s in lr.rule.supersedes if s in matched
+            }
             new_active = [rid for rid in matched if rid not in superseded]
             self.superseded = superseded
             if set(new_active) == set(active):
@@ -233,7 +267,8 @@ class _Resolver:
                 toggled = sorted(set().union(*history[start:]) - set.intersection(*map(set, history[start:])))
                 raise ConflictError(
                     "rule resolution does not settle: these rules switch each other on and off: " + ", ".join(toggled),
-                    help="each rule's condition depends on a value another one sets; make one condition independent of the other's output",
+                    help="each rule's condition depends on a value another one sets; "
+                    "make one condition independent of the other's output",
                 )
             history.append(state)
             active = new_active
@@ -246,7 +281,9 @@ def _help_for(catalog: Catalog, key: str) -> str | None:
         return None
     if spec.choices:
         return f"{spec.flag} takes one of: {', '.join(map(str, spec.choices))}"
-    noun = {"int": "an integer", "float": "a number", "bool": "true or false", "json": "JSON"}.get(spec.type, "a string")
+    noun = {"int": "an integer", "float": "a number", "bool": "true or false", "json": "JSON"}.get(
+        spec.type, "a string"
+    )
     return f"{spec.flag} takes {noun}"
 
 
@@ -291,14 +328,23 @@ def resolve(
         value = merged.get(key, UNSET)
         if value is UNSET:
             continue
-        decisions = tuple(_decision(c, merged, r) for c in chain if not isinstance(c.value, Derived) or r._derive(c, merged) is not UNSET)
+        decisions = tuple(
+            _decision(c, merged, r)
+            for c in chain
+            if not isinstance(c.value, Derived) or r._derive(c, merged) is not UNSET
+        )
         target = env if is_env_name(key) else fields
         target[key] = Resolved(key=key, kind="env" if target is env else "field", value=value, chain=decisions)
     pinned = frozenset(c.key for c in r.upper if c.layer == "pin")
     outcomes = tuple(r.outcomes[k] for k in sorted(r.outcomes))
     return ResolvedConfig(
-        sglang_version=r.version, fields=fields, env=env,
-        skipped=tuple(r.skipped) + tuple(derived_skips), outcomes=outcomes, pinned=pinned, iterations=iterations,
+        sglang_version=r.version,
+        fields=fields,
+        env=env,
+        skipped=tuple(r.skipped) + tuple(derived_skips),
+        outcomes=outcomes,
+        pinned=pinned,
+        iterations=iterations,
     )
 
 
@@ -307,11 +353,14 @@ def _decision(c: _Candidate, merged: Mapping[str, Any], r: _Resolver) -> Decisio
     reason = c.reason
     if isinstance(c.value, Derived):
         reason = f"{reason} (= {c.value.source})" if reason else f"= {c.value.source}"
-    return Decision(key=c.key, value=value, layer=c.layer, source=c.source, location=c.location,
-                    reason=reason, matched=c.matched)
+    return Decision(
+        key=c.key, value=value, layer=c.layer, source=c.source, location=c.location, reason=reason, matched=c.matched
+    )
 
 
-def _require_phase(r: _Resolver, merged: dict[str, Any], chains: dict[str, list[_Candidate]]) -> dict[str, list[_Candidate]]:
+def _require_phase(
+    r: _Resolver, merged: dict[str, Any], chains: dict[str, list[_Candidate]]
+) -> dict[str, list[_Candidate]]:
     for lr in r.require:
         trace: list[ConditionResult] = []
         ok = evaluate(lr.rule.when, r.lookup(merged), trace)
@@ -319,7 +368,9 @@ def _require_phase(r: _Resolver, merged: dict[str, Any], chains: dict[str, list[
             r.outcomes[lr.id] = RuleOutcome(rule_id=lr.id, status="not-matched", conditions=tuple(trace))
             continue
         if lr.rule.forbid:
-            names = [t.path.split(".", 1)[1] for t in trace if t.ok and t.path and t.path.startswith(("field.", "env."))]
+            names = [
+                t.path.split(".", 1)[1] for t in trace if t.ok and t.path and t.path.startswith(("field.", "env."))
+            ]
             culprits = [chains[name][-1] for name in names if name in chains]
             _raise_violation(lr, culprits, trace, None)
         for c in r._rule_candidates(lr, "require"):
@@ -338,7 +389,9 @@ def _require_phase(r: _Resolver, merged: dict[str, Any], chains: dict[str, list[
     return chains
 
 
-def _raise_violation(lr: LoadedRule, culprits: list[_Candidate], trace: list[ConditionResult], wanted: _Candidate | None) -> None:
+def _raise_violation(
+    lr: LoadedRule, culprits: list[_Candidate], trace: list[ConditionResult], wanted: _Candidate | None
+) -> None:
     layers = {c.layer for c in culprits}
     who = ", ".join(f"{c.key}={c.value!r} ({c.layer} {c.source})" for c in culprits) or "the resolved config"
     held = "; ".join(t.condition for t in trace if t.ok)

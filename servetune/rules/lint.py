@@ -9,7 +9,6 @@ from typing import Any
 from servetune.errors import ConflictError
 from servetune.rules.conditions import UNKNOWN, evaluate
 from servetune.rules.loader import RuleSet
-from servetune.versions import in_window
 from servetune.schema.facts import (
     FACT_PATHS,
     DeploymentFacts,
@@ -19,6 +18,7 @@ from servetune.schema.facts import (
     fact_value,
     sglang_memory_defaults,
 )
+from servetune.versions import in_window
 
 WORKLOAD_VARIANTS = (
     WorkloadFacts(),
@@ -39,11 +39,19 @@ class LintReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"combinations": self.combinations, "errors": self.errors, "warnings": self.warnings, "matches": self.matches}
+        return {
+            "combinations": self.combinations,
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "matches": self.matches,
+        }
 
     def render(self) -> str:
         """Human form."""
-        lines = [f"checked {len(self.matches)} rules over {self.combinations} GPU x model x workload x deployment x version combinations"]
+        lines = [
+            f"checked {len(self.matches)} rules over {self.combinations} "
+            "GPU x model x workload x deployment x version combinations"
+        ]
         for rid, n in sorted(self.matches.items()):
             lines.append(f"  {rid:<48} can match {n}")
         lines += [f"error: {e}" for e in self.errors] + [f"warning: {w}" for w in self.warnings]
@@ -67,12 +75,19 @@ def lint(rules: RuleSet) -> LintReport:
     for gpu, model, workload, nnodes, catalog in itertools.product(gpus, models, WORKLOAD_VARIANTS, (1, 2), catalogs):
         chunk, max_bs = sglang_memory_defaults(gpu.memory_mib, 1)
         facts = Facts(
-            gpu=gpu, model=model, workload=workload, deployment=DeploymentFacts(nnodes=nnodes),
-            sglang=SglangFacts(version=catalog.sglang_version, default_cuda_graph_max_bs_decode=max_bs, default_chunked_prefill_size=chunk),
+            gpu=gpu,
+            model=model,
+            workload=workload,
+            deployment=DeploymentFacts(nnodes=nnodes),
+            sglang=SglangFacts(
+                version=catalog.sglang_version,
+                default_cuda_graph_max_bs_decode=max_bs,
+                default_chunked_prefill_size=chunk,
+            ),
         )
         report.combinations += 1
 
-        def lookup(path: str) -> Any:
+        def lookup(path: str, facts: Facts = facts) -> Any:
             return fact_value(facts, path) if path in FACT_PATHS else UNKNOWN
 
         for lr in rules.rules:
@@ -81,16 +96,23 @@ def lint(rules: RuleSet) -> LintReport:
         try:
             resolve(facts, rules, catalog)
         except ConflictError as exc:
-            text = f"{exc.message} (on {gpu.name}, {model.name}, workload {workload.name}, nnodes {nnodes}, SGLang {catalog.sglang_version})"
+            text = (
+                f"{exc.message} (on {gpu.name}, {model.name}, workload {workload.name}, "
+                f"nnodes {nnodes}, SGLang {catalog.sglang_version})"
+            )
             if exc.message not in seen_errors:
                 seen_errors.add(exc.message)
                 report.errors.append(text)
     for rid, n in report.matches.items():
         if n == 0:
-            report.warnings.append(f"rule '{rid}' ({rules.get(rid).location}) never matches any bundled GPU x model x workload")
+            report.warnings.append(
+                f"rule '{rid}' ({rules.get(rid).location}) never matches any bundled GPU x model x workload"
+            )
     for lr in rules.rules:
         for key, value in lr.rule.set.items():
             spec = next((c.fields.get(key) for c in catalogs if key in c.fields), None)
             if spec is not None and spec.default is not None and spec.default == value and not isinstance(value, bool):
-                report.warnings.append(f"rule '{lr.id}' sets {key}={value!r}, SGLang's default (harmless, but pins it for every version)")
+                report.warnings.append(
+                    f"rule '{lr.id}' sets {key}={value!r}, SGLang's default (harmless, but pins it for every version)"
+                )
     return report

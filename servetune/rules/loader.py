@@ -102,7 +102,9 @@ def load_rule_file(path: str | Path, known: _KnownNames, *, builtin: bool) -> li
     if data is None:
         return []
     if not isinstance(data, dict) or "rules" not in data:
-        raise SpecError("a rules file must be a mapping with a 'rules:' list", location=top, help="start the file with 'rules:'")
+        raise SpecError(
+            "a rules file must be a mapping with a 'rules:' list", location=top, help="start the file with 'rules:'"
+        )
     extra = set(data) - {"rules", "requires_servetune"}
     if extra:
         key = sorted(extra)[0]
@@ -118,7 +120,9 @@ def load_rule_file(path: str | Path, known: _KnownNames, *, builtin: bool) -> li
     for index, raw in enumerate(items):
         prefix = ("rules", index)
         if not isinstance(raw, dict):
-            raise SpecError("each rule must be a mapping", location=spans.nearest(prefix, top), key_path=format_key_path(prefix))
+            raise SpecError(
+                "each rule must be a mapping", location=spans.nearest(prefix, top), key_path=format_key_path(prefix)
+            )
         try:
             rule = Rule.model_validate(raw)
         except ValidationError as exc:
@@ -158,9 +162,21 @@ def _check_names(lr: LoadedRule, raw: dict, spans: Any, prefix: tuple, known: _K
         for path in refs:
             group, _, name = path.partition(".")
             if group == "field" and name not in known.fields:
-                raise _unknown(name, known.fields, "field", spans.nearest(prefix + ("when",), top), format_key_path(prefix + ("when",)))
+                raise _unknown(
+                    name,
+                    known.fields,
+                    "field",
+                    spans.nearest(prefix + ("when",), top),
+                    format_key_path(prefix + ("when",)),
+                )
             if group == "env" and name not in known.env:
-                raise _unknown(name, known.env, "environment variable", spans.nearest(prefix + ("when",), top), format_key_path(prefix + ("when",)))
+                raise _unknown(
+                    name,
+                    known.env,
+                    "environment variable",
+                    spans.nearest(prefix + ("when",), top),
+                    format_key_path(prefix + ("when",)),
+                )
 
 
 def _unknown(name: str, options: set[str], noun: str, where: SourceLocation, key_path: str) -> UnknownNameError:
@@ -188,7 +204,7 @@ def check_conflicts(rules: list[LoadedRule]) -> None:
                     help=f"did you mean '{guess}'?" if guess else "supersedes must name rule ids",
                 )
     for i, a in enumerate(rules):
-        for b in rules[i + 1:]:
+        for b in rules[i + 1 :]:
             if a.rule.kind != b.rule.kind or a.rule.forbid or b.rule.forbid:
                 continue
             if b.id in a.rule.supersedes or a.id in b.rule.supersedes:

@@ -76,7 +76,7 @@ class AllOf(BaseModel):
 
     model_config = _FROZEN
 
-    all: tuple["Condition", ...] = ()
+    all: tuple[Condition, ...] = ()
     """Conditions that must all hold."""
 
 
@@ -85,7 +85,7 @@ class AnyOf(BaseModel):
 
     model_config = _FROZEN
 
-    any: tuple["Condition", ...]
+    any: tuple[Condition, ...]
     """Conditions of which one must hold."""
 
 
@@ -94,7 +94,7 @@ class Not(BaseModel):
 
     model_config = _FROZEN
 
-    not_: "Condition" = Field(alias="not")
+    not_: Condition = Field(alias="not")
     """The negated condition."""
 
 
@@ -142,7 +142,8 @@ def _atom(path: str, spec: Any) -> Atom:
     if isinstance(spec, dict):
         if len(spec) != 1:
             raise ValueError(
-                f"'{path}' must have exactly one operator, but got {sorted(spec)}; write several conditions under 'all:'"
+                f"'{path}' must have exactly one operator, but got {sorted(spec)}; "
+                "write several conditions under 'all:'"
             )
         op, value = next(iter(spec.items()))
         if op == "ref":
@@ -152,7 +153,8 @@ def _atom(path: str, spec: Any) -> Atom:
 
             guess = did_you_mean(str(op), OPERATORS)
             raise ValueError(
-                f"unknown operator '{op}' for '{path}'" + (f"; did you mean '{guess}'?" if guess else "")
+                f"unknown operator '{op}' for '{path}'"
+                + (f"; did you mean '{guess}'?" if guess else "")
                 + f" (operators: {', '.join(OPERATORS)})"
             )
         if op in ("in", "not_in") and not isinstance(value, list):
@@ -197,7 +199,9 @@ def parse_condition(raw: Any) -> Condition:
 class Derived(BaseModel):
     """A value copied from another resolved field (`{from: max_running_requests, max: 512}`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True
+    )
 
     source: str = Field(alias="from")
     """The SGLang field whose resolved value is copied."""
@@ -244,7 +248,9 @@ def parse_set_mapping(value: Any) -> dict[str, Any]:
 class Rule(BaseModel):
     """One rule: when the facts and resolved fields match `when`, apply `set`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, arbitrary_types_allowed=True
+    )
 
     id: str = Field(pattern=_ID)
     """Permanent kebab-case id, scope first (e.g. `qwen3-vl-hopper-cuda-ipc-transport`)."""
@@ -292,7 +298,7 @@ class Rule(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _check_shape(self) -> "Rule":
+    def _check_shape(self) -> Rule:
         if self.forbid and self.kind != "require":
             raise ValueError("'forbid: true' is only allowed on 'kind: require' rules")
         if self.forbid and self.set:

@@ -21,7 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class IntDistribution(BaseModel):
     """An integer range, like `optuna.distributions.IntDistribution`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True
+    )
 
     bounds: tuple[int, int] = Field(alias="int")
     """`[low, high]`, both included."""
@@ -31,7 +33,7 @@ class IntDistribution(BaseModel):
     """Sample on a log scale (low must be ≥ 1)."""
 
     @model_validator(mode="after")
-    def _check(self) -> "IntDistribution":
+    def _check(self) -> IntDistribution:
         low, high = self.bounds
         if low > high:
             raise ValueError(f"`low <= high` must hold, but got (low={low}, high={high})")
@@ -50,7 +52,9 @@ class IntDistribution(BaseModel):
 class FloatDistribution(BaseModel):
     """A float range, like `optuna.distributions.FloatDistribution`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True
+    )
 
     bounds: tuple[float, float] = Field(alias="float")
     """`[low, high]`, both included."""
@@ -60,7 +64,7 @@ class FloatDistribution(BaseModel):
     """Sample on a log scale (low must be > 0)."""
 
     @model_validator(mode="after")
-    def _check(self) -> "FloatDistribution":
+    def _check(self) -> FloatDistribution:
         low, high = self.bounds
         if low > high:
             raise ValueError(f"`low <= high` must hold, but got (low={low}, high={high})")
@@ -84,13 +88,15 @@ class FloatDistribution(BaseModel):
 class ChoiceDistribution(BaseModel):
     """A categorical choice, like `optuna.distributions.CategoricalDistribution`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, populate_by_name=True
+    )
 
     choices: tuple[Any, ...] = Field(alias="choice", min_length=1)
     """The candidate values (scalars: str, int, float, bool or null; null leaves the field unset)."""
 
     @model_validator(mode="after")
-    def _check(self) -> "ChoiceDistribution":
+    def _check(self) -> ChoiceDistribution:
         for value in self.choices:
             if value is not None and not isinstance(value, (str, int, float, bool)):
                 raise ValueError(f"choices must be scalars (str, int, float, bool or null), but got {value!r}")
@@ -107,4 +113,3 @@ Distribution = Union[IntDistribution, FloatDistribution, ChoiceDistribution]
 
 SearchSpace = dict[str, Distribution]
 """Field or env-var name → distribution."""
-

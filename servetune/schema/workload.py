@@ -103,7 +103,7 @@ class Workload(BaseModel):
     """Default search space for `servetune tune` with this workload."""
 
     @model_validator(mode="after")
-    def _check_images(self) -> "Workload":
+    def _check_images(self) -> Workload:
         if self.kind == "multimodal" and self.images is None:
             raise ValueError("`images` must be set when `kind: multimodal`, but got none")
         if self.kind == "text" and self.images is not None:

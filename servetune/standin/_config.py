@@ -21,7 +21,9 @@ def _bool_flag(parser: argparse.ArgumentParser, name: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """SGLang's flags that the stand-in models; unknown flags are accepted and ignored."""
-    p = argparse.ArgumentParser(prog="servetune.standin", description="stand-in for sglang.launch_server", allow_abbrev=False)
+    p = argparse.ArgumentParser(
+        prog="servetune.standin", description="stand-in for sglang.launch_server", allow_abbrev=False
+    )
     p.add_argument("--model-path", "--model", dest="model_path", required=True)
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--tokenizer-path", default=None)
@@ -124,4 +126,6 @@ def resolve(ns: argparse.Namespace) -> dict[str, Any]:
 def kv_capacity(resolved: dict[str, Any]) -> int:
     """KV pool size in tokens: grows with `mem_fraction_static`, shrinks with the decode graph width."""
     frac = resolved["mem_fraction_static"] - KV_BASE_FRACTION
-    return max(0, int(frac * KV_TOKENS_PER_FRACTION) - KV_TOKENS_PER_GRAPH_BS * int(resolved["cuda_graph_max_bs_decode"]))
+    return max(
+        0, int(frac * KV_TOKENS_PER_FRACTION) - KV_TOKENS_PER_GRAPH_BS * int(resolved["cuda_graph_max_bs_decode"])
+    )

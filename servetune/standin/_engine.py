@@ -22,7 +22,9 @@ MEDIA_CACHE_ENTRIES = 512
 OOM_TRACE = """Traceback (most recent call last):
   File "/sglang/srt/managers/scheduler.py", line 2731, in run_scheduler_process
   File "/sglang/srt/model_executor/model_runner.py", line 1873, in forward
-torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {gib:.2f} GiB. GPU 0 has a total capacity of 139.81 GiB of which 312.00 MiB is free. Including non-PyTorch memory, this process has 139.49 GiB memory in use.
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {gib:.2f} GiB. \
+GPU 0 has a total capacity of 139.81 GiB of which 312.00 MiB is free. \
+Including non-PyTorch memory, this process has 139.49 GiB memory in use.
 [standin] scheduler died: torch.OutOfMemoryError; exiting
 """
 
@@ -88,7 +90,12 @@ class Engine:
     def stats(self) -> dict[str, int]:
         """Counters for `/server_info`."""
         with self._cond:
-            return {"running": self._running, "queued": len(self._queue), "served": self._served, "kv_used": self._kv_used}
+            return {
+                "running": self._running,
+                "queued": len(self._queue),
+                "served": self._served,
+                "kv_used": self._kv_used,
+            }
 
     def flush(self) -> None:
         """Drop the media cache (`/flush_cache`)."""
@@ -101,8 +108,13 @@ class Engine:
             self._ticket += 1
             self._queue.append(ticket)
             while True:
-                if self._queue[0] == ticket and _rules.admits(kv_used=self._kv_used, need=need, capacity=self.capacity,
-                                                              running=self._running, max_running=self.max_running):
+                if self._queue[0] == ticket and _rules.admits(
+                    kv_used=self._kv_used,
+                    need=need,
+                    capacity=self.capacity,
+                    running=self._running,
+                    max_running=self.max_running,
+                ):
                     break
                 self._cond.wait()
             self._queue.popleft()
@@ -153,8 +165,12 @@ class Engine:
         if self.interval <= 0:
             return
         with self._cond:
-            while _rules.prefill_must_wait(interval=self.interval, last_prefill_step=self._last_prefill_step,
-                                           decoding=self._decoding, steps=self._steps):
+            while _rules.prefill_must_wait(
+                interval=self.interval,
+                last_prefill_step=self._last_prefill_step,
+                decoding=self._decoding,
+                steps=self._steps,
+            ):
                 self._cond.wait(timeout=0.05)
             self._last_prefill_step = self._steps
 

@@ -62,8 +62,17 @@ def expected_throughput(
     cfg = resolve(ns)
     if float(cfg["mem_fraction_static"]) > OOM_AT_START_FRACTION:
         return Expected(None, "oom_at_start")
-    return _simulate(cfg, env, concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens,
-                     requests=requests, trim=trim, time_scale=time_scale, max_chunks=max_chunks)
+    return _simulate(
+        cfg,
+        env,
+        concurrency=concurrency,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        requests=requests,
+        trim=trim,
+        time_scale=time_scale,
+        max_chunks=max_chunks,
+    )
 
 
 class _Sim:
@@ -99,8 +108,13 @@ class _Sim:
     def admit(self) -> None:  # `Engine._admit`: FCFS, head of line blocks
         while self.queue and not self.failed:
             req = self.queue[0]
-            if not _rules.admits(kv_used=self.kv_used, need=req["need"], capacity=self.capacity,
-                                 running=self.running, max_running=self.max_running):
+            if not _rules.admits(
+                kv_used=self.kv_used,
+                need=req["need"],
+                capacity=self.capacity,
+                running=self.running,
+                max_running=self.max_running,
+            ):
                 return
             self.queue.popleft()
             self.running += 1
@@ -112,8 +126,12 @@ class _Sim:
 
     def start_prefills(self) -> None:  # `Engine._wait_prefill_turn`, then the prefill sleep
         while self.waiting_prefill:
-            if _rules.prefill_must_wait(interval=self.interval, last_prefill_step=self.last_prefill_step,
-                                        decoding=self.decoding, steps=self.steps):
+            if _rules.prefill_must_wait(
+                interval=self.interval,
+                last_prefill_step=self.last_prefill_step,
+                decoding=self.decoding,
+                steps=self.steps,
+            ):
                 return
             if self.interval > 0:
                 self.last_prefill_step = self.steps
@@ -152,7 +170,9 @@ class _Sim:
             self.start_prefills()
 
 
-def _simulate(cfg, env, *, concurrency, input_tokens, output_tokens, requests, trim, time_scale, max_chunks) -> Expected:
+def _simulate(
+    cfg, env, *, concurrency, input_tokens, output_tokens, requests, trim, time_scale, max_chunks
+) -> Expected:
     sim = _Sim(cfg, env, max_chunks=max_chunks)
     need = input_tokens + output_tokens
     sent: list[float] = []

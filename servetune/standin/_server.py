@@ -100,7 +100,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "servetune-standin"
     state: State
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _send_json(self, code: int, obj: Any) -> None:
@@ -130,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
     def _ready(self) -> bool:
         return self.state.status == "Up"
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         path = urlsplit(self.path).path
         state = self.state
         if path in ("/health", "/health_generate", "/ready"):
@@ -144,14 +144,16 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, state.server_info())
         elif path == "/v1/models":
             name = state.resolved["served_model_name"]
-            self._send_json(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "standin", "root": name}]})
+            self._send_json(
+                200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "standin", "root": name}]}
+            )
         elif path == "/flush_cache":
             state.engine.flush()
             self._send_json(200, {"status": "Cache flushed."})
         else:
             self._send_json(404, {"detail": "Not Found"})
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         path = urlsplit(self.path).path
         if path == "/flush_cache":
             self.do_GET()
@@ -174,7 +176,9 @@ class Handler(BaseHTTPRequestHandler):
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
-                self._send_json(400, {"error": {"message": "`messages` must be a non-empty list", "type": "BadRequest"}})
+                self._send_json(
+                    400, {"error": {"message": "`messages` must be a non-empty list", "type": "BadRequest"}}
+                )
                 return
             prompt_tokens, images = _prompt(messages)
         else:
@@ -185,8 +189,13 @@ class Handler(BaseHTTPRequestHandler):
         created = int(time.time())
         model = body.get("model") or self.state.resolved["served_model_name"]
         obj = "chat.completion" if chat else "text_completion"
-        usage = lambda done: {"prompt_tokens": req.prompt_tokens + 1000 * len(images), "completion_tokens": done,  # noqa: E731
-                              "total_tokens": req.prompt_tokens + 1000 * len(images) + done}
+
+        def usage(done: int) -> dict[str, int]:
+            return {
+                "prompt_tokens": req.prompt_tokens + 1000 * len(images),
+                "completion_tokens": done,
+                "total_tokens": req.prompt_tokens + 1000 * len(images) + done,
+            }
 
         def choice(text: str, finish: str | None, first: bool) -> dict[str, Any]:
             if not chat:
@@ -200,9 +209,15 @@ class Handler(BaseHTTPRequestHandler):
             parts: list[str] = []
             done = stream_words(self.state.engine.generate(req), lambda words, n: parts.append(words))
             text = " ".join(parts)
-            ch = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"} if chat else {
-                "index": 0, "text": text, "finish_reason": "length"}
-            self._send_json(200, {"id": rid, "object": obj, "created": created, "model": model, "choices": [ch], "usage": usage(done)})
+            ch = (
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": "length"}
+            )
+            self._send_json(
+                200,
+                {"id": rid, "object": obj, "created": created, "model": model, "choices": [ch], "usage": usage(done)},
+            )
             return
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         stream_obj = "chat.completion.chunk" if chat else "text_completion"
@@ -211,17 +226,40 @@ class Handler(BaseHTTPRequestHandler):
 
         def emit(words: str, n: int) -> None:
             text = words if sent["first"] else " " + words
-            self._event({"id": rid, "object": stream_obj, "created": created, "model": model, "choices": [choice(text, None, sent["first"])]})
+            self._event(
+                {
+                    "id": rid,
+                    "object": stream_obj,
+                    "created": created,
+                    "model": model,
+                    "choices": [choice(text, None, sent["first"])],
+                }
+            )
             sent["first"] = False
 
         try:
             done = stream_words(self.state.engine.generate(req), emit)
-            final: dict[str, Any] = {"id": rid, "object": stream_obj, "created": created, "model": model, "choices": [choice("", "length", False)]}
+            final: dict[str, Any] = {
+                "id": rid,
+                "object": stream_obj,
+                "created": created,
+                "model": model,
+                "choices": [choice("", "length", False)],
+            }
             if not include_usage:
                 final["usage"] = usage(done)
             self._event(final)
             if include_usage:
-                self._event({"id": rid, "object": stream_obj, "created": created, "model": model, "choices": [], "usage": usage(done)})
+                self._event(
+                    {
+                        "id": rid,
+                        "object": stream_obj,
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": usage(done),
+                    }
+                )
             self._raw_chunk(b"data: [DONE]\n\n")
             self._raw_chunk(b"")
         except (BrokenPipeError, ConnectionResetError):
@@ -231,12 +269,19 @@ class Handler(BaseHTTPRequestHandler):
         params = body.get("sampling_params") or {}
         text = body.get("text") or ""
         prompt_tokens = max(1, len(str(text).split()))
-        req = Request(prompt_tokens=prompt_tokens, max_tokens=max(1, int(params.get("max_new_tokens") or 16)), images=[])
+        req = Request(
+            prompt_tokens=prompt_tokens, max_tokens=max(1, int(params.get("max_new_tokens") or 16)), images=[]
+        )
         t0 = time.time()
         if not body.get("stream"):
             parts: list[str] = []
             done = stream_words(self.state.engine.generate(req), lambda words, n: parts.append(words))
-            meta = {"prompt_tokens": prompt_tokens, "completion_tokens": done, "e2e_latency": time.time() - t0, "finish_reason": {"type": "length"}}
+            meta = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": done,
+                "e2e_latency": time.time() - t0,
+                "finish_reason": {"type": "length"},
+            }
             self._send_json(200, {"text": " ".join(parts), "meta_info": meta})
             return
         self._start_stream()
@@ -304,7 +349,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         httpd = StandinHTTPServer((ns.host, ns.port), handler)
     except OSError as exc:
-        log(f"ERROR: [Errno {exc.errno}] error while attempting to bind on address ({ns.host!r}, {ns.port}): {exc.strerror.lower()}")
+        log(
+            f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
+            f"({ns.host!r}, {ns.port}): {exc.strerror.lower()}"
+        )
         for child in state.children:
             child.kill()
         sys.exit(1)

@@ -83,13 +83,22 @@ def measure(
         options["startup_timeout_s"] = startup_timeout_s
     try:
         run = managed_run(
-            resolution.argv(), resolution.env(), resolution.requested(), workload, LaunchOptions(**options),
-            requests=requests, client=client, should_stop=should_stop,
+            resolution.argv(),
+            resolution.env(),
+            resolution.requested(),
+            workload,
+            LaunchOptions(**options),
+            requests=requests,
+            client=client,
+            should_stop=should_stop,
         )
     except ServetuneError as exc:  # bad options or workload: not a property of the config
         return Measurement(failure=Failure("error", exc.message, "\n".join(exc.notes)))
-    out = Measurement(launch_s=run.timings.startup_s or 0.0, bench_s=run.timings.bench_s or 0.0,
-                      server_info=dict(run.server_info or {}))
+    out = Measurement(
+        launch_s=run.timings.startup_s or 0.0,
+        bench_s=run.timings.bench_s or 0.0,
+        server_info=dict(run.server_info or {}),
+    )
     if not run.ok:
         out.failure = Failure(run.failure or "crash", run.message or "", run.log_tail)
         return out

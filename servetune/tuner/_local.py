@@ -92,8 +92,12 @@ def neighbours(space: Mapping[str, Distribution], values: Mapping[str, Any]) -> 
     return out
 
 
-def effective_params(space: Mapping[str, Distribution], known: Mapping[str, Any], server_info: Mapping[str, Any],
-                     defaults: Mapping[str, Any]) -> dict[str, Any] | None:
+def effective_params(
+    space: Mapping[str, Distribution],
+    known: Mapping[str, Any],
+    server_info: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+) -> dict[str, Any] | None:
     """A baseline's full config in the space: its own values (`known`); a field it left to SGLang
     from what the server reports (top level, then its first `internal_states` entry, then
     `REPORTED_AS`); an env var, or a field the server does not report, from `defaults` (what the
@@ -108,8 +112,15 @@ def effective_params(space: Mapping[str, Distribution], known: Mapping[str, Any]
         elif name.startswith("SGLANG_"):
             value = defaults.get(name)
         else:
-            value = next((src[key] for key in (name, *REPORTED_AS.get(name, ())) for src in (server_info, inner)
-                          if src.get(key) is not None), defaults.get(name))
+            value = next(
+                (
+                    src[key]
+                    for key in (name, *REPORTED_AS.get(name, ()))
+                    for src in (server_info, inner)
+                    if src.get(key) is not None
+                ),
+                defaults.get(name),
+            )
         if value is None and not (isinstance(dist, ChoiceDistribution) and dist.contains(None)):
             return None  # not reported, and "auto" is not a choice
         placed = snap(_number_from_text(_coerce(value, dist)), dist)
@@ -119,8 +130,9 @@ def effective_params(space: Mapping[str, Distribution], known: Mapping[str, Any]
     return out
 
 
-def propose(space: Mapping[str, Distribution], incumbent: Mapping[str, Any], tried: list[Mapping[str, Any]],
-            rng: random.Random) -> dict[str, Any] | None:
+def propose(
+    space: Mapping[str, Distribution], incumbent: Mapping[str, Any], tried: list[Mapping[str, Any]], rng: random.Random
+) -> dict[str, Any] | None:
     """A neighbour of `incumbent` not among `tried`, drawn with `rng` (None: all were tried)."""
     seen = {_key(t) for t in tried}
     fresh = [n for n in neighbours(space, incumbent) if _key(n) not in seen]

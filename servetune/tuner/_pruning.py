@@ -25,9 +25,10 @@ the data behind the partial value (`PRUNE_MARGINS`): 45% of the best while the w
 wave, 60% at two, 70% from three waves on. A real server's throughput swings from wave to wave (on
 the H200 the 3B's waves of 64 image requests took 2.4-4.0 s, mostly in time to first token): for
 SGLang 0.5.17 and one config run 20 times (docs/h200-results.md section 6), the partial value at
-the first decision read 56-136% of the same run's finished figure; the stand-in's 85-102%. The baselines (`source` rules/defaults)
-are never pruned, so the reference exists from the first sampled trial on. A pruned trial is
-stored PRUNED with its partial metrics; it is never a score and never the best.
+the first decision read 56-136% of the same run's finished figure; the stand-in's 85-102%. The
+baselines (`source` rules/defaults) are never pruned, so the reference exists from the first
+sampled trial on. A pruned trial is stored PRUNED with its partial metrics; it is never a score
+and never the best.
 """
 
 from __future__ import annotations
@@ -121,8 +122,14 @@ class BestRelativePruner(BasePruner):
     window (the first wave is ramp-up). Without a concurrency (open-loop load) the first margin holds.
     """
 
-    def __init__(self, margins: float | Sequence[tuple[float, float]] = PRUNE_MARGINS, *, concurrency: int | None = None,
-                 first_wave_margin: float = FIRST_WAVE_MARGIN, protected_sources: tuple[str, ...] = PROTECTED_SOURCES) -> None:
+    def __init__(
+        self,
+        margins: float | Sequence[tuple[float, float]] = PRUNE_MARGINS,
+        *,
+        concurrency: int | None = None,
+        first_wave_margin: float = FIRST_WAVE_MARGIN,
+        protected_sources: tuple[str, ...] = PROTECTED_SOURCES,
+    ) -> None:
         schedule = [(0.0, margins)] if isinstance(margins, (int, float)) else sorted((float(w), m) for w, m in margins)
         if not schedule:
             raise ValueError("margins must not be empty")
@@ -153,9 +160,11 @@ class BestRelativePruner(BasePruner):
         would prune configs as good as the best. A partial value below the finished one is kept,
         so a bias that all trials share at that step still cancels."""
         maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
-        values = [(min if maximize else max)(t.intermediate_values[step], t.value)
-                  for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                  if step in t.intermediate_values and t.value is not None]
+        values = [
+            (min if maximize else max)(t.intermediate_values[step], t.value)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if step in t.intermediate_values and t.value is not None
+        ]
         if not values:
             return None
         return max(values) if maximize else min(values)

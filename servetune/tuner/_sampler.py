@@ -104,7 +104,9 @@ def setup_for(sampler_cls: type, setup: dict[str, Any] | None = None) -> dict[st
     return {k: v for k, v in (TPE_SETUP if setup is None else setup).items() if k in accepted}
 
 
-def make_tpe_sampler(seed: int | None, *, n_startup_trials: int = DEFAULT_N_STARTUP_TRIALS, constraints_func=None) -> FailureAwareTPESampler:
+def make_tpe_sampler(
+    seed: int | None, *, n_startup_trials: int = DEFAULT_N_STARTUP_TRIALS, constraints_func=None
+) -> FailureAwareTPESampler:
     """The tuner's TPE sampler with the default set-up (`TPE_SETUP`, less what this Optuna lacks)."""
     kwargs = dict(seed=seed, n_startup_trials=n_startup_trials, **setup_for(FailureAwareTPESampler))
     if constraints_func is not None:

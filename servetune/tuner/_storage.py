@@ -46,11 +46,15 @@ def open_storage(url: str):
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return _create_rdb_storage(optuna, url, engine_kwargs, kwargs)
     except ImportError as exc:
-        raise TuningError(f"cannot open storage {redact_url(url)}: {exc}",
-                          help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'") from None
+        raise TuningError(
+            f"cannot open storage {redact_url(url)}: {exc}",
+            help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'",
+        ) from None
 
 
-def _create_rdb_storage(optuna: Any, url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any], attempts: int = 6):
+def _create_rdb_storage(
+    optuna: Any, url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any], attempts: int = 6
+):
     """`RDBStorage(...)`, retried when several workers create the schema of a fresh database at
     once: the loser of that race gets a duplicate-table error, and the schema is there on retry."""
     import random
@@ -61,9 +65,13 @@ def _create_rdb_storage(optuna: Any, url: str, engine_kwargs: dict[str, Any], kw
     for attempt in range(attempts):
         try:
             try:
-                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_stale_trial_callback=retry_lost_trial, **kwargs)
+                return optuna.storages.RDBStorage(
+                    url, engine_kwargs=engine_kwargs, heartbeat_stale_trial_callback=retry_lost_trial, **kwargs
+                )
             except TypeError:  # optuna < 4.9 spells it failed_trial_callback
-                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, failed_trial_callback=retry_lost_trial, **kwargs)
+                return optuna.storages.RDBStorage(
+                    url, engine_kwargs=engine_kwargs, failed_trial_callback=retry_lost_trial, **kwargs
+                )
         except (IntegrityError, ProgrammingError, OperationalError):
             if attempt == attempts - 1:
                 raise
@@ -76,9 +84,13 @@ def _with_driver(url: str) -> str:
     import importlib.util
 
     scheme, sep, rest = url.partition("://")
-    if scheme in ("postgresql", "postgres") and sep:
-        if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
-            return f"postgresql+psycopg2://{rest}"
+    if (
+        scheme in ("postgresql", "postgres")
+        and sep
+        and importlib.util.find_spec("psycopg") is None
+        and importlib.util.find_spec("psycopg2") is not None
+    ):
+        return f"postgresql+psycopg2://{rest}"
     return url
 
 
@@ -121,7 +133,11 @@ def is_config_failure(trial) -> bool:
 
 
 def _lost(why: str) -> dict[str, Any]:
-    return {"class": "worker_lost", "message": f"the worker running this trial died ({why}); a retry was queued", "log_tail": ""}
+    return {
+        "class": "worker_lost",
+        "message": f"the worker running this trial died ({why}); a retry was queued",
+        "log_tail": "",
+    }
 
 
 def worker_identity() -> dict[str, Any]:
@@ -172,10 +188,15 @@ def reap_orphan_server(run_dir: Path) -> int | None:
 
         proc = psutil.Process(pid)
         cmdline = proc.cmdline()
-    except (OSError, ValueError, ImportError, Exception):  # noqa: BLE001 - nothing to reap, or cannot tell
+    except (OSError, ValueError, ImportError, Exception):
         return None
     port = argv[argv.index("--port") + 1] if "--port" in argv else None
-    if port is None or "--port" not in cmdline or cmdline[cmdline.index("--port") + 1] != port or os.getpgid(pid) != pid:
+    if (
+        port is None
+        or "--port" not in cmdline
+        or cmdline[cmdline.index("--port") + 1] != port
+        or os.getpgid(pid) != pid
+    ):
         return None
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -202,7 +223,7 @@ def _start_time(pid: int) -> float | None:
         import psutil
 
         return psutil.Process(pid).create_time()
-    except Exception:  # noqa: BLE001 - psutil missing or the process just went away
+    except Exception:
         return None
 
 
@@ -215,7 +236,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{trial_id}", daemon=True)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         if getattr(self._storage, "get_heartbeat_interval", lambda: None)() is not None:
             self._thread.start()
         return self
@@ -229,6 +250,6 @@ class Heartbeat:
         while not self._stop.is_set():
             try:
                 self._storage.record_heartbeat(self._trial_id)
-            except Exception:  # noqa: BLE001 - a missed beat is retried; the grace period absorbs it
+            except Exception:
                 pass
             self._stop.wait(HEARTBEAT_S)

@@ -146,8 +146,15 @@ class TuneResult:
         def brief(t: TrialSummary | None) -> dict[str, Any] | None:
             if t is None:
                 return None
-            return {"number": t.number, "source": t.source, "params": t.params, "fixed": t.fixed, "set": t.layer,
-                    "metrics": t.metrics, "values": t.values}
+            return {
+                "number": t.number,
+                "source": t.source,
+                "params": t.params,
+                "fixed": t.fixed,
+                "set": t.layer,
+                "metrics": t.metrics,
+                "values": t.values,
+            }
 
         return {
             "study": self.study,
@@ -212,7 +219,9 @@ class Tuner:
         sampler = self._sampler()
         pruner = self._pruner()
         try:
-            self.study = optuna.create_study(storage=self.storage, study_name=name, directions=directions, sampler=sampler, pruner=pruner)
+            self.study = optuna.create_study(
+                storage=self.storage, study_name=name, directions=directions, sampler=sampler, pruner=pruner
+            )
             created = True
         except optuna.exceptions.DuplicatedStudyError:
             self.study = optuna.load_study(storage=self.storage, study_name=name, sampler=sampler, pruner=pruner)
@@ -239,9 +248,17 @@ class Tuner:
 
         o = self.o
         return resolve_launch(
-            o.model, gpu=o.gpu, hardware=o.hardware, workload=getattr(self, "workload", o.workload),
-            sglang_version=o.sglang_version, preset=o.preset, sets=o.sets, envs=o.envs, tp=o.tp,
-            trial=trial_layer or None, use_rules=use_rules,
+            o.model,
+            gpu=o.gpu,
+            hardware=o.hardware,
+            workload=getattr(self, "workload", o.workload),
+            sglang_version=o.sglang_version,
+            preset=o.preset,
+            sets=o.sets,
+            envs=o.envs,
+            tp=o.tp,
+            trial=trial_layer or None,
+            use_rules=use_rules,
         )
 
     def _build_space(self) -> ResolvedSpace:
@@ -260,8 +277,14 @@ class Tuner:
         if isinstance(o.preset, str) and o.preset in preset_files():
             shipped.append("preset")
         return build_space(
-            catalog=self.catalog, pinned=self.rules_res.pinned, default=default, workload_tune=self.workload.tune,
-            preset_tune=preset_tune, space_file=o.space_file, space_sets=o.space_sets, shipped_blocks=shipped,
+            catalog=self.catalog,
+            pinned=self.rules_res.pinned,
+            default=default,
+            workload_tune=self.workload.tune,
+            preset_tune=preset_tune,
+            space_file=o.space_file,
+            space_sets=o.space_sets,
+            shipped_blocks=shipped,
         )
 
     def _slots(self) -> list[Slot]:
@@ -273,7 +296,7 @@ class Tuner:
                 f"--gpus lists {len(gpus)} GPU(s), which does not split into sets of tp={self.tp}",
                 help=f"give a multiple of {self.tp} GPUs, e.g. --gpus {','.join(map(str, range(self.tp * 2)))}",
             )
-        return [Slot(i, tuple(gpus[i * self.tp:(i + 1) * self.tp])) for i in range(len(gpus) // self.tp)]
+        return [Slot(i, tuple(gpus[i * self.tp : (i + 1) * self.tp])) for i in range(len(gpus) // self.tp)]
 
     def _sampler(self):
         import optuna
@@ -289,8 +312,9 @@ class Tuner:
 
             # optuna >= 5 takes constraints per trial (`Trial.set_constraint`), older ones a constraints_func
             legacy = self.slos and not hasattr(optuna.trial.Trial, "set_constraint")
-            return make_tpe_sampler(seed, n_startup_trials=self.o.n_startup_trials,
-                                    constraints_func=_constraints if legacy else None)
+            return make_tpe_sampler(
+                seed, n_startup_trials=self.o.n_startup_trials, constraints_func=_constraints if legacy else None
+            )
 
     def _pruner(self):
         import optuna
@@ -305,12 +329,20 @@ class Tuner:
         facts = getattr(self.rules_res, "facts", None)
         return {
             "servetune": {
-                "model": str(self.o.model), "gpu": self.o.gpu, "hardware": self.o.hardware,
-                "workload": self.workload.name, "requests": self.requests, "sglang_version": self.catalog.sglang_version,
-                "objectives": [{"name": ob.name, "metric": ob.metric, "direction": ob.direction, "unit": ob.unit} for ob in self.objectives],
+                "model": str(self.o.model),
+                "gpu": self.o.gpu,
+                "workload": self.workload.name,
+                "requests": self.requests,
+                "sglang_version": self.catalog.sglang_version,
+                "objectives": [
+                    {"name": ob.name, "metric": ob.metric, "direction": ob.direction, "unit": ob.unit}
+                    for ob in self.objectives
+                ],
                 "slos": [str(s) for s in self.slos],
-                "space": self.space.as_dict(), "dropped": self.space.dropped,
-                "pins": {"sets": list(self.o.sets), "envs": list(self.o.envs)}, "preset": self.o.preset,
+                "space": self.space.as_dict(),
+                "dropped": self.space.dropped,
+                "pins": {"sets": list(self.o.sets), "envs": list(self.o.envs)},
+                "preset": self.o.preset,
                 "facts": _jsonable(facts),
                 "hardware": _jsonable(getattr(self.rules_res, "hardware", None)),
             }
@@ -333,11 +365,14 @@ class Tuner:
             problems.append(f"{meta.get('requests')} vs {self.requests} requests per trial")
         stored_as_categories = self._categorical_ordinals()
         if stored_as_categories:
-            problems.append(f"{', '.join(stored_as_categories)} stored as categories (a study made before numeric "
-                            "choices were searched through an ordered index)")
+            problems.append(
+                f"{', '.join(stored_as_categories)} stored as categories (a study made before numeric "
+                "choices were searched through an ordered index)"
+            )
         if problems:
             raise TuningError(
-                f"study {self.study_name!r} in {self.storage_url} was created with other settings: {'; '.join(problems)}",
+                f"study {self.study_name!r} in {self.storage_url} was created with other settings: "
+                f"{'; '.join(problems)}",
                 help="resume with the same options, or pass a new --study NAME",
             )
 
@@ -366,13 +401,26 @@ class Tuner:
         """Run trials until the study holds `trials` finished ones, then re-measure finalists."""
         if not self._prepared:
             self.prepare()
-        self.on_event("start", {"study": self.study_name, "storage": self.storage_url, "trials": self.o.trials,
-                                "space": self.space.as_dict(), "dropped": self.space.dropped, "slots": len(self.slots),
-                                "requests": self.requests, "done": self._budget_used(running=False)})
+        self.on_event(
+            "start",
+            {
+                "study": self.study_name,
+                "storage": self.storage_url,
+                "trials": self.o.trials,
+                "space": self.space.as_dict(),
+                "dropped": self.space.dropped,
+                "slots": len(self.slots),
+                "requests": self.requests,
+                "done": self._budget_used(running=False),
+            },
+        )
         if len(self.slots) == 1:
             self._worker(self.slots[0])
         else:
-            threads = [threading.Thread(target=self._worker_guarded, args=(slot,), name=f"slot-{slot.index}") for slot in self.slots]
+            threads = [
+                threading.Thread(target=self._worker_guarded, args=(slot,), name=f"slot-{slot.index}")
+                for slot in self.slots
+            ]
             for th in threads:
                 th.start()
             try:
@@ -393,7 +441,7 @@ class Tuner:
     def _worker_guarded(self, slot: Slot) -> None:
         try:
             self._worker(slot)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
+        except BaseException as exc:
             self._thread_error = exc
             self._stop.set()
 
@@ -406,9 +454,9 @@ class Tuner:
                 used += 1
             elif "duplicate_of" in t.user_attrs:
                 continue  # reused, not launched
-            elif t.state in (TrialState.COMPLETE, TrialState.PRUNED):
-                used += 1
-            elif t.state == TrialState.FAIL and _storage.is_config_failure(t):
+            elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
+                t.state == TrialState.FAIL and _storage.is_config_failure(t)
+            ):
                 used += 1
         return used
 
@@ -422,11 +470,15 @@ class Tuner:
                 if self._reproposals >= MAX_REPROPOSALS:
                     if not self._converged:  # said once, though every slot's worker stops here
                         self._converged = True
-                        self.on_event("converged", {"reproposals": self._reproposals, "done": self._budget_used(running=False)})
+                        self.on_event(
+                            "converged", {"reproposals": self._reproposals, "done": self._budget_used(running=False)}
+                        )
                     return
                 self._enqueue_neighbour(trials)
                 with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", UserWarning)  # "heartbeat is meant for optimize()": we beat ourselves
+                    warnings.simplefilter(
+                        "ignore", UserWarning
+                    )  # "heartbeat is meant for optimize()": we beat ourselves
                     trial = self.study.ask()
                 trial.set_user_attr("worker", {**_storage.worker_identity(), "slot": slot.index})
             with _storage.Heartbeat(self.storage, trial._trial_id):
@@ -445,7 +497,11 @@ class Tuner:
 
         if self.o.sampler != "tpe" or len(self.objectives) > 1:
             return 0
-        return local_budget(len(self.space.params), self.o.trials) if self.o.local_trials is None else max(0, self.o.local_trials)
+        return (
+            local_budget(len(self.space.params), self.o.trials)
+            if self.o.local_trials is None
+            else max(0, self.o.local_trials)
+        )
 
     def _enqueue_neighbour(self, trials: list) -> None:
         """The local phase (`_local`): queue a one-field change of the best finished trial, until
@@ -458,11 +514,20 @@ class Tuner:
         budget = self.local_budget
         if not budget:
             return
-        if any(t.state == TrialState.WAITING for t in trials) or sum(t.user_attrs.get("source") == "local" for t in trials) >= budget:
+        if (
+            any(t.state == TrialState.WAITING for t in trials)
+            or sum(t.user_attrs.get("source") == "local" for t in trials) >= budget
+        ):
             return
         sign = 1.0 if self.objectives[0].direction == "maximize" else -1.0
-        finished = [t for t in trials if t.state == TrialState.COMPLETE and t.values and _full_values(t) is not None
-                    and all(v <= 0 for v in t.user_attrs.get("constraints") or [])]
+        finished = [
+            t
+            for t in trials
+            if t.state == TrialState.COMPLETE
+            and t.values
+            and _full_values(t) is not None
+            and all(v <= 0 for v in t.user_attrs.get("constraints") or [])
+        ]
         if not finished:
             return
         incumbent = max(finished, key=lambda t: sign * t.values[0])
@@ -474,18 +539,25 @@ class Tuner:
             # fields the incumbent left to SGLang stay unset where the neighbour keeps their value, so
             # it differs from the incumbent's launch in one field, and a winner's preset sets only that
             auto = sorted(n for n in incumbent.user_attrs.get("auto") or [] if values[n] == start[n])
-            self.study.enqueue_trial(encode_params(self.space, values),
-                                     user_attrs={"source": "local", "local_of": incumbent.number, "auto": auto})
+            self.study.enqueue_trial(
+                encode_params(self.space, values),
+                user_attrs={"source": "local", "local_of": incumbent.number, "auto": auto},
+            )
 
-    def _effective_params(self, params: dict[str, Any], fixed: dict[str, Any], env: dict[str, str],
-                          server_info: dict[str, Any]) -> dict[str, Any] | None:
+    def _effective_params(
+        self, params: dict[str, Any], fixed: dict[str, Any], env: dict[str, str], server_info: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """A baseline's full config in the space, from what the server reported (`_local.effective_params`)."""
         from servetune.tuner import _local
 
         space = {n: p.distribution for n, p in self.space.params.items()}
         known = {**{k: v for k, v in fixed.items() if v is not None}, **params}
-        defaults = {n: env[n] if n in env else getattr((self.catalog.env if n.startswith("SGLANG_") else self.catalog.fields).get(n), "default", None)
-                    for n in space}
+        defaults = {
+            n: env[n]
+            if n in env
+            else getattr((self.catalog.env if n.startswith("SGLANG_") else self.catalog.fields).get(n), "default", None)
+            for n in space
+        }
         return _local.effective_params(space, known, server_info, defaults)
 
     def _interrupted(self, trial) -> None:
@@ -495,12 +567,19 @@ class Tuner:
         trial.set_user_attr("failure", failure)
         self.study.tell(trial, state=TrialState.FAIL)
         _storage.retry_lost_trial(self.study, self.study._storage.get_trial(trial._trial_id))
-        self.on_event("trial", {"number": trial.number, "state": "FAIL", "failure": failure,
-                                "source": trial.user_attrs.get("source", "sampler"),
-                                "done": self._budget_used(running=False), "total": self.o.trials})
+        self.on_event(
+            "trial",
+            {
+                "number": trial.number,
+                "state": "FAIL",
+                "failure": failure,
+                "source": trial.user_attrs.get("source", "sampler"),
+                "done": self._budget_used(running=False),
+                "total": self.o.trials,
+            },
+        )
 
     def _run_trial(self, trial, slot: Slot) -> None:
-        from optuna.trial import TrialState
 
         source = trial.user_attrs.get("source", "sampler")
         if source in SOURCES_BASELINE:
@@ -538,7 +617,9 @@ class Tuner:
         # CPU with. It is asked only once the steady window holds a full wave (`window_ready`, `MIN_WINDOW_WAVES`).
         from servetune.tuner._pruning import Checkpoints
 
-        points = Checkpoints(self.requests, self.workload.max_concurrency, first_wave=self.objectives[0].direction == "maximize")
+        points = Checkpoints(
+            self.requests, self.workload.max_concurrency, first_wave=self.objectives[0].direction == "maximize"
+        )
 
         def should_stop(step: int, partial: Any) -> bool:
             if self._stop.is_set():
@@ -555,14 +636,21 @@ class Tuner:
             trial.report(value, checkpoint)
             if not trial.should_prune():
                 return False
-            trial.set_user_attr("pruned_at", {"step": checkpoint, "value": value,
-                                              "steady_completed": flat.get("steady_completed")})
+            trial.set_user_attr(
+                "pruned_at", {"step": checkpoint, "value": value, "steady_completed": flat.get("steady_completed")}
+            )
             return True
 
         m = measure(
-            res, workload=self.workload, slot=slot, run_dir=trial_dir,
-            requests=self.requests, sglang_cmd=self.o.sglang_cmd, client=self.o.client,
-            startup_timeout_s=self.o.startup_timeout_s, should_stop=should_stop,
+            res,
+            workload=self.workload,
+            slot=slot,
+            run_dir=trial_dir,
+            requests=self.requests,
+            sglang_cmd=self.o.sglang_cmd,
+            client=self.o.client,
+            startup_timeout_s=self.o.startup_timeout_s,
+            should_stop=should_stop,
         )
         trial.set_user_attr("timing", {"launch_s": round(m.launch_s, 3), "bench_s": round(m.bench_s, 3)})
         if self._stop.is_set() and (m.stopped_early or m.failure is not None):
@@ -621,7 +709,9 @@ class Tuner:
     def _same_config(self, h: str, number: int):
         from optuna.trial import TrialState
 
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)):
+        for t in self.study.get_trials(
+            deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+        ):
             if t.number == number or t.user_attrs.get("config_hash") != h:
                 continue
             if t.state == TrialState.FAIL and not _storage.is_config_failure(t):
@@ -636,7 +726,14 @@ class Tuner:
         trial.set_user_attr("duplicate_of", prior.number)
         if prior.state == TrialState.FAIL:
             f = prior.user_attrs.get("failure") or {}
-            return self._fail(trial, Failure(f.get("class", "crash"), f"same config as failed trial {prior.number}: {f.get('message', '')}", f.get("log_tail", "")))
+            return self._fail(
+                trial,
+                Failure(
+                    f.get("class", "crash"),
+                    f"same config as failed trial {prior.number}: {f.get('message', '')}",
+                    f.get("log_tail", ""),
+                ),
+            )
         trial.set_user_attr("metrics", prior.user_attrs.get("metrics"))
         self._constrain(trial, prior.user_attrs.get("metrics") or {})
         if prior.state == TrialState.PRUNED:
@@ -646,14 +743,27 @@ class Tuner:
         self._emit(trial.number)
 
     def _emit(self, number: int) -> None:
-        t = self.study._storage.get_trial(self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number))
+        t = self.study._storage.get_trial(
+            self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+        )
         s = summarize_trial(t, self.objectives, self.slos, self.space.as_dict())
         best = self._best_so_far()
-        self.on_event("trial", {"number": number, "state": s.state, "values": s.values, "failure": s.failure,
-                                "feasible": s.feasible, "params": s.params, "source": s.source,
-                                "duplicate_of": t.user_attrs.get("duplicate_of"),
-                                "best": None if best is None else {"number": best.number, "values": best.values},
-                                "done": self._budget_used(running=False), "total": self.o.trials})
+        self.on_event(
+            "trial",
+            {
+                "number": number,
+                "state": s.state,
+                "values": s.values,
+                "failure": s.failure,
+                "feasible": s.feasible,
+                "params": s.params,
+                "source": s.source,
+                "duplicate_of": t.user_attrs.get("duplicate_of"),
+                "best": None if best is None else {"number": best.number, "values": best.values},
+                "done": self._budget_used(running=False),
+                "total": self.o.trials,
+            },
+        )
 
     def _best_so_far(self) -> TrialSummary | None:
         space = self.space.as_dict()
@@ -674,7 +784,7 @@ class Tuner:
         if baseline.feasible and baseline.values:
             # a finalist must have beaten the baseline in the study: one ranked below it would
             # only win the re-measurement by noise
-            ranked = ranked[:ranked.index(baseline)] if baseline in ranked else ranked
+            ranked = ranked[: ranked.index(baseline)] if baseline in ranked else ranked
         finalists, seen = [], {baseline.config_hash}
         for t in ranked:
             if t.config_hash in seen:
@@ -694,11 +804,17 @@ class Tuner:
             for t in order:
                 self.on_event("confirm", {"round": rnd + 1, "rounds": self.o.confirm_rounds, "trial": t.number})
                 res = self.resolve(t.layer, use_rules=t.source != "defaults")
-                m = measure(res, workload=self.workload, slot=self.slots[0],
-                            run_dir=self.run_dir / "confirm" / f"r{rnd + 1}-trial-{t.number:04d}",
-                            requests=self.requests, sglang_cmd=self.o.sglang_cmd, client=self.o.client,
-                            startup_timeout_s=self.o.startup_timeout_s,
-                            should_stop=lambda step, partial: self._stop.is_set())
+                m = measure(
+                    res,
+                    workload=self.workload,
+                    slot=self.slots[0],
+                    run_dir=self.run_dir / "confirm" / f"r{rnd + 1}-trial-{t.number:04d}",
+                    requests=self.requests,
+                    sglang_cmd=self.o.sglang_cmd,
+                    client=self.o.client,
+                    startup_timeout_s=self.o.startup_timeout_s,
+                    should_stop=lambda step, partial: self._stop.is_set(),
+                )
                 if self._stop.is_set():
                     raise KeyboardInterrupt
                 v = objective.value(m.metrics) if m.metrics else None
@@ -709,17 +825,26 @@ class Tuner:
         out_finalists = []
         for t in finalists:
             ratios = [f / b for f, b in zip(values[t.number], base_vals) if f is not None and b]
-            out_finalists.append({
-                "trial": t.number, "values": values[t.number], "failures": failures[t.number], "ratios": ratios,
-                **_spread(ratios),
-            })
+            out_finalists.append(
+                {
+                    "trial": t.number,
+                    "values": values[t.number],
+                    "failures": failures[t.number],
+                    "ratios": ratios,
+                    **_spread(ratios),
+                }
+            )
         better = (lambda r: r > 1.0) if objective.direction == "maximize" else (lambda r: r < 1.0)
         usable = [f for f in out_finalists if f["median"] is not None and not f["failures"]]
         usable.sort(key=lambda f: f["median"], reverse=objective.direction == "maximize")
         chosen = usable[0] if usable and better(usable[0]["median"]) else None
         record = {
-            "objective": objective.name, "direction": objective.direction, "rounds": self.o.confirm_rounds,
-            "baseline_trial": baseline.number, "baseline_values": base_vals, "baseline_failures": failures[baseline.number],
+            "objective": objective.name,
+            "direction": objective.direction,
+            "rounds": self.o.confirm_rounds,
+            "baseline_trial": baseline.number,
+            "baseline_values": base_vals,
+            "baseline_failures": failures[baseline.number],
             "finalists": out_finalists,
             "chosen_trial": chosen["trial"] if chosen else baseline.number,
             "chosen_ratio": chosen["median"] if chosen else 1.0,
@@ -754,15 +879,25 @@ def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None)
     if state == "COMPLETE" and not feasible:
         note = (note + "; " if note else "") + "violates an SLO"
     return TrialSummary(
-        number=t.number, state=state, source=t.user_attrs.get("source", "sampler"), params=decode_params(t.params, t.distributions, space or {}),
-        fixed=dict(t.user_attrs.get("fixed") or {}), values=list(t.values) if t.values is not None else None,
-        metrics=t.user_attrs.get("metrics"), failure=_storage.failure_of(t),
-        feasible=feasible, config_hash=t.user_attrs.get("config_hash"), layer=dict(t.user_attrs.get("layer") or {}), note=note,
+        number=t.number,
+        state=state,
+        source=t.user_attrs.get("source", "sampler"),
+        params=decode_params(t.params, t.distributions, space or {}),
+        fixed=dict(t.user_attrs.get("fixed") or {}),
+        values=list(t.values) if t.values is not None else None,
+        metrics=t.user_attrs.get("metrics"),
+        failure=_storage.failure_of(t),
+        feasible=feasible,
+        config_hash=t.user_attrs.get("config_hash"),
+        layer=dict(t.user_attrs.get("layer") or {}),
+        note=note,
     )
 
 
 def _objectives_from_meta(meta: dict[str, Any]) -> tuple[Objective, ...]:
-    return tuple(Objective(o["name"], o["metric"], o["direction"], o.get("unit", "")) for o in meta.get("objectives", []))
+    return tuple(
+        Objective(o["name"], o["metric"], o["direction"], o.get("unit", "")) for o in meta.get("objectives", [])
+    )
 
 
 def rank_feasible(trials: list[TrialSummary], objectives) -> list[TrialSummary]:
@@ -817,10 +952,17 @@ def load_result(study, storage_url: str) -> TuneResult:
         best = chosen or best
     baseline = _baseline(trials, "rules")
     return TuneResult(
-        study=study.study_name, storage=storage_url, objectives=meta.get("objectives", []), slos=meta.get("slos", []),
-        trials=trials, best=best, baseline=baseline, defaults=_baseline(trials, "defaults"),
+        study=study.study_name,
+        storage=storage_url,
+        objectives=meta.get("objectives", []),
+        slos=meta.get("slos", []),
+        trials=trials,
+        best=best,
+        baseline=baseline,
+        defaults=_baseline(trials, "defaults"),
         pareto=[t.number for t in pareto_front(trials, objectives)] if len(objectives) > 1 else [],
-        confirmation=confirmation, meta=meta,
+        confirmation=confirmation,
+        meta=meta,
     )
 
 
@@ -828,7 +970,9 @@ def _spread(ratios: list[float]) -> dict[str, Any]:
     if not ratios:
         return {"median": None, "min": None, "max": None, "stdev": None}
     return {
-        "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+        "median": statistics.median(ratios),
+        "min": min(ratios),
+        "max": max(ratios),
         "stdev": statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
     }
 
@@ -857,7 +1001,7 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "model_dump"):
         try:
             return obj.model_dump(mode="json")
-        except Exception:  # noqa: BLE001 - facts that do not serialise are described, not dropped
+        except Exception:
             return str(obj)
     if isinstance(obj, (str, int, float, bool)):
         return obj

@@ -104,7 +104,9 @@ def parse_slo(text: str) -> Slo:
     """`p99_ttft_ms<=2000`, `steady_request_throughput>=10`, ..."""
     m = _SLO.match(text)
     if m is None:
-        raise SpecError(f"cannot parse SLO {text!r}", key_path="--slo", help="write METRIC<=NUMBER, e.g. p99_ttft_ms<=2000")
+        raise SpecError(
+            f"cannot parse SLO {text!r}", key_path="--slo", help="write METRIC<=NUMBER, e.g. p99_ttft_ms<=2000"
+        )
     try:
         bound = float(m["bound"])
     except ValueError:
@@ -144,6 +146,10 @@ def flatten_metrics(metrics: Any) -> dict[str, Any]:
         flat["comparable_request_throughput"] = metrics.comparable_request_throughput()
         flat["comparable_output_throughput"] = metrics.comparable_output_throughput()
     else:
-        flat.setdefault("comparable_request_throughput", flat.get("steady_request_throughput", flat.get("request_throughput")))
-        flat.setdefault("comparable_output_throughput", flat.get("steady_output_throughput", flat.get("output_throughput")))
+        flat.setdefault(
+            "comparable_request_throughput", flat.get("steady_request_throughput", flat.get("request_throughput"))
+        )
+        flat.setdefault(
+            "comparable_output_throughput", flat.get("steady_output_throughput", flat.get("output_throughput"))
+        )
     return flat

@@ -19,9 +19,21 @@ from servetune.tuner._storage import redact_url
 from servetune.tuner.loop import TuneResult
 
 _KEEP_METRICS = (
-    "comparable_request_throughput", "comparable_output_throughput", "request_throughput", "output_throughput",
-    "completed", "failed", "duration_s", "p50_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
-    "p99_tpot_ms", "median_e2e_latency_ms", "p99_e2e_latency_ms", "client",
+    "comparable_request_throughput",
+    "comparable_output_throughput",
+    "request_throughput",
+    "output_throughput",
+    "completed",
+    "failed",
+    "duration_s",
+    "p50_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_e2e_latency_ms",
+    "p99_e2e_latency_ms",
+    "client",
 )
 
 
@@ -70,8 +82,11 @@ def build_preset(result: TuneResult, *, name: str | None = None) -> dict[str, An
         "name": name or _slug(f"tuned-{result.study}"),
         "summary": summary,
         "made_for": {
-            "gpu": gpu_name or meta.get("gpu"), "gpu_count": gpu_count, "model": meta.get("model"),
-            "workload": meta.get("workload"), "sglang_version": meta.get("sglang_version"),
+            "gpu": gpu_name or meta.get("gpu"),
+            "gpu_count": gpu_count,
+            "model": meta.get("model"),
+            "workload": meta.get("workload"),
+            "sglang_version": meta.get("sglang_version"),
         },
         "set": dict(best.layer),
         "tune": meta.get("space") or {},
@@ -119,7 +134,8 @@ def _brief_confirmation(conf: dict[str, Any] | None) -> dict[str, Any] | None:
     keep = ("objective", "rounds", "baseline_trial", "chosen_trial", "chosen_ratio", "note")
     out = {k: conf.get(k) for k in keep}
     out["finalists"] = [
-        {k: f.get(k) for k in ("trial", "median", "min", "max", "stdev", "ratios", "failures")} for f in conf.get("finalists", [])
+        {k: f.get(k) for k in ("trial", "median", "min", "max", "stdev", "ratios", "failures")}
+        for f in conf.get("finalists", [])
     ]
     return out
 

@@ -62,12 +62,17 @@ def print_summary(result: TuneResult, console=None) -> None:
     if best is None:
         console.print("[red]no feasible trial[/]: every trial failed or broke an SLO (see `servetune tune report`)")
         return
-    console.print(f"best: trial {best.number} ({best.source}) {primary['name']} = {_fmt(best.values[0] if best.values else None)} {primary.get('unit', '')}")
+    console.print(
+        f"best: trial {best.number} ({best.source}) {primary['name']} = "
+        f"{_fmt(best.values[0] if best.values else None)} {primary.get('unit', '')}"
+    )
     if best.layer:
         console.print("  set: " + ", ".join(f"{k}={v}" for k, v in best.layer.items()))
     if base is not None:
-        console.print(f"baseline (rules): trial {base.number} {primary['name']} = {_fmt(base.values[0] if base.values else None)}"
-                      + (f"  [{base.failure.get('class')}]" if base.failure else ""))
+        console.print(
+            f"baseline (rules): trial {base.number} {primary['name']} = {_fmt(base.values[0] if base.values else None)}"
+            + (f"  [{base.failure.get('class')}]" if base.failure else "")
+        )
     ratio = result.ratio()
     if ratio is not None:
         conf = result.confirmation
@@ -75,7 +80,10 @@ def print_summary(result: TuneResult, console=None) -> None:
         if conf:
             chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
             if chosen and chosen.get("min") is not None:
-                spread = f" (re-measured {len(chosen['ratios'])}x interleaved: min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f})"
+                spread = (
+                    f" (re-measured {len(chosen['ratios'])}x interleaved: "
+                    f"min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f})"
+                )
             elif conf.get("note"):
                 spread = f" ({conf['note']})"
         console.print(f"tuned/baseline: [bold]{ratio:.3f}x[/]{spread}")
@@ -87,8 +95,10 @@ def print_report(result: TuneResult) -> None:
     from rich.table import Table
 
     console = Console()
-    console.print(f"study [bold]{result.study}[/] in {redact_url(result.storage)}: model {result.meta.get('model')}, "
-                  f"workload {result.meta.get('workload')}, SGLang {result.meta.get('sglang_version')}")
+    console.print(
+        f"study [bold]{result.study}[/] in {redact_url(result.storage)}: model {result.meta.get('model')}, "
+        f"workload {result.meta.get('workload')}, SGLang {result.meta.get('sglang_version')}"
+    )
     if result.slos:
         console.print("SLOs: " + ", ".join(result.slos))
     table = Table(show_lines=False)
@@ -100,10 +110,18 @@ def print_report(result: TuneResult) -> None:
         state = t.state + (" *" if t.number == best_n else "")
         note = t.note
         if t.failure:
-            note = f"{t.failure.get('class')}: {str(t.failure.get('message', '')).splitlines()[0][:80] if t.failure.get('message') else ''}" + (f"; {note}" if note else "")
+            note = (
+                f"{t.failure.get('class')}: "
+                f"{str(t.failure.get('message', '')).splitlines()[0][:80] if t.failure.get('message') else ''}"
+                + (f"; {note}" if note else "")
+            )
         params = ", ".join(f"{k}={_fmt(v)}" for k, v in t.params.items())
         if t.fixed:
-            params += ("; " if params else "") + "fixed: " + ", ".join(f"{k}={'unset' if v is None else v}" for k, v in t.fixed.items())
+            params += (
+                ("; " if params else "")
+                + "fixed: "
+                + ", ".join(f"{k}={'unset' if v is None else v}" for k, v in t.fixed.items())
+            )
         table.add_row(str(t.number), state, t.source, *(_fmt(v) for v in vals), params, note)
     console.print(table)
     if result.pareto:
@@ -128,7 +146,13 @@ def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:
             plots.append((f"history_{n}", "plot_optimization_history", {"target": _target(i), "target_name": n}))
     else:
         plots.append(("history", "plot_optimization_history", {"target_name": names[0]}))
-    plots.append(("param_importances", "plot_param_importances", {"target": _target(0), "target_name": names[0]} if multi else {}))
+    plots.append(
+        (
+            "param_importances",
+            "plot_param_importances",
+            {"target": _target(0), "target_name": names[0]} if multi else {},
+        )
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for fname, func, kwargs in plots:

@@ -61,7 +61,9 @@ class ResolvedSpace:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: {name: {"int": [lo, hi], ...}} as the YAML spells it."""
-        return {name: p.distribution.model_dump(by_alias=True, exclude_defaults=True) for name, p in self.params.items()}
+        return {
+            name: p.distribution.model_dump(by_alias=True, exclude_defaults=True) for name, p in self.params.items()
+        }
 
 
 def parse_distribution(value: Any, *, where: str) -> Distribution:
@@ -103,7 +105,11 @@ def parse_compact(text: str, *, where: str = "--space-set") -> tuple[str, Distri
             elif "=" in a:
                 key, _, raw = a.partition("=")
                 if key.strip() not in ("step", "log"):
-                    raise SpecError(f"unknown option {key.strip()!r} in {text!r}", key_path=where, help="options are `log` and `step=N`")
+                    raise SpecError(
+                        f"unknown option {key.strip()!r} in {text!r}",
+                        key_path=where,
+                        help="options are `log` and `step=N`",
+                    )
                 spec[key.strip()] = _scalar(raw.strip())
     return name, parse_distribution(spec, where=f"{where}: {name}")
 
@@ -212,7 +218,8 @@ def build_space(
             raise problem
     if not params:
         raise SpecError(
-            "the search space is empty" + (f" (left out: {', '.join(f'{k}: {v}' for k, v in dropped.items())})" if dropped else ""),
+            "the search space is empty"
+            + (f" (left out: {', '.join(f'{k}: {v}' for k, v in dropped.items())})" if dropped else ""),
             help="give --space FILE or --space-set NAME=int(lo,hi), or unpin a field",
         )
     return ResolvedSpace(params=params, dropped=dropped)
@@ -235,7 +242,9 @@ def _check_name(name: str, param: SpaceParam, catalog: Catalog) -> SpecError | N
         return UnknownNameError(
             f"unknown SGLang field {name!r} for SGLang {catalog.sglang_version}",
             key_path=where,
-            help=f"did you mean {hint!r}?" if hint else "field names are SGLang's, with underscores (e.g. max_running_requests)",
+            help=f"did you mean {hint!r}?"
+            if hint
+            else "field names are SGLang's, with underscores (e.g. max_running_requests)",
         )
     dist = param.distribution
     if spec.choices and isinstance(dist, ChoiceDistribution):
@@ -249,7 +258,9 @@ def _check_name(name: str, param: SpaceParam, catalog: Catalog) -> SpecError | N
     if spec.type == "bool" and not isinstance(dist, ChoiceDistribution):
         return SpecError(f"{name} is a switch; search it as choice(true,false)", key_path=where)
     if spec.type == "int" and isinstance(dist, FloatDistribution):
-        return SpecError(f"{name} takes an integer, but the space gives a float range", key_path=where, help="use int(lo,hi)")
+        return SpecError(
+            f"{name} takes an integer, but the space gives a float range", key_path=where, help="use int(lo,hi)"
+        )
     return None
 
 
@@ -323,7 +334,9 @@ def encode_params(space: ResolvedSpace, values: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-def decode_params(params: Mapping[str, Any], distributions: Mapping[str, Any], space: Mapping[str, Any]) -> dict[str, Any]:
+def decode_params(
+    params: Mapping[str, Any], distributions: Mapping[str, Any], space: Mapping[str, Any]
+) -> dict[str, Any]:
     """A stored trial's params as real values. `distributions` are the trial's own (Optuna's);
     `space` is the study's space as stored in its metadata (`ResolvedSpace.as_dict()`). A param
     stored as an int index of an all-numeric choice is mapped back; one stored as a category

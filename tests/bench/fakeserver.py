@@ -37,7 +37,7 @@ class FakeServer:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
-    def __enter__(self) -> "FakeServer":
+    def __enter__(self) -> FakeServer:
         self._thread.start()
         self._ready.wait(10)
         return self
@@ -92,20 +92,33 @@ class FakeServer:
 
     def _json(self, writer, status: int, payload) -> None:
         data = json.dumps(payload).encode()
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        writer.write(
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
 
     def _prompt_tokens(self, request) -> int:
         if not self.tokens_per_word:
             return self.prompt_tokens
         content = request["messages"][0]["content"]
-        text = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+        text = (
+            content
+            if isinstance(content, str)
+            else " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+        )
         return 10 + round(len(text.split()) * self.tokens_per_word)
 
     async def _chat(self, writer, body: bytes) -> None:
         request = json.loads(_DATA_URL.sub(b"data:image/x;base64,", body))
         if not request.get("stream"):
-            self._json(writer, 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}}],
-                                     "usage": {"prompt_tokens": self._prompt_tokens(request), "completion_tokens": 1}})
+            self._json(
+                writer,
+                200,
+                {
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}}],
+                    "usage": {"prompt_tokens": self._prompt_tokens(request), "completion_tokens": 1},
+                },
+            )
             return
         self.chat_requests += 1
         number = self.chat_requests
@@ -125,7 +138,10 @@ class FakeServer:
                     await asyncio.sleep(self.itl_s)
                 self._event(writer, {"choices": [{"index": 0, "delta": {"content": f" t{index}"}}]})
                 await writer.drain()
-            self._event(writer, {"choices": [], "usage": {"prompt_tokens": self._prompt_tokens(request), "completion_tokens": tokens}})
+            self._event(
+                writer,
+                {"choices": [], "usage": {"prompt_tokens": self._prompt_tokens(request), "completion_tokens": tokens}},
+            )
             writer.write(self._chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         finally:
             self._in_flight -= 1

@@ -18,10 +18,20 @@ from servetune.cli import app
 from servetune.errors import BenchError
 from servetune.schema.workload import ImageSpec, Workload
 
-TEXT = Workload(name="tiny-text", summary="s", requests=24, max_concurrency=8, input_tokens=16, output_tokens=8,
-                warmup_requests=0)
-IMAGES = Workload(name="tiny-images", summary="s", kind="multimodal", requests=12, max_concurrency=4, input_tokens=8,
-                  output_tokens=2, warmup_requests=2, images=ImageSpec(resolution="64x96"))
+TEXT = Workload(
+    name="tiny-text", summary="s", requests=24, max_concurrency=8, input_tokens=16, output_tokens=8, warmup_requests=0
+)
+IMAGES = Workload(
+    name="tiny-images",
+    summary="s",
+    kind="multimodal",
+    requests=12,
+    max_concurrency=4,
+    input_tokens=8,
+    output_tokens=2,
+    warmup_requests=2,
+    images=ImageSpec(resolution="64x96"),
+)
 
 
 def test_latencies_match_the_injected_delays():
@@ -78,7 +88,9 @@ def test_images_never_repeat_within_or_across_runs():
 
 
 def test_a_pool_workload_repeats_exactly_its_pool():
-    pooled = IMAGES.model_copy(update={"images": ImageSpec(resolution="64x96", reuse="pool", pool_size=3), "warmup_requests": 0})
+    pooled = IMAGES.model_copy(
+        update={"images": ImageSpec(resolution="64x96", reuse="pool", pool_size=3), "warmup_requests": 0}
+    )
     with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
         run_benchmark(server.url, pooled)
     assert len(server.image_hashes) == 12 and len(set(server.image_hashes)) == 3
@@ -146,8 +158,10 @@ def test_the_run_dir_keeps_every_request_and_the_steady_figure_recomputes_from_i
     assert len(rows) == 64 and all(r["success"] and r["output_len"] == 8 for r in rows)
     ends = [r["start"] + r["latency"] for r in rows]
     assert ends == sorted(ends)  # completion order
-    records = [RequestRecord(**{k: r[k] for k in ("start", "ttft", "latency", "success", "output_len", "prompt_len")})
-               for r in rows]
+    records = [
+        RequestRecord(**{k: r[k] for k in ("start", "ttft", "latency", "success", "output_len", "prompt_len")})
+        for r in rows
+    ]
     again = steady_window(records, longer.steady_trim, longer.max_concurrency)
     assert m.steady is not None and again is not None
     assert again.request_throughput == pytest.approx(m.steady.request_throughput, rel=1e-3)
@@ -206,10 +220,26 @@ def test_an_unreachable_url_names_the_url_and_the_remedy():
 
 def test_cli_bench_json_has_request_throughput_at_the_top(tmp_path):
     workload = tmp_path / "w.yaml"
-    workload.write_text("name: tiny\nsummary: s\nrequests: 6\nmax_concurrency: 3\ninput_tokens: 4\noutput_tokens: 3\nwarmup_requests: 1\n")
+    workload.write_text(
+        "name: tiny\nsummary: s\nrequests: 6\nmax_concurrency: 3\n"
+        "input_tokens: 4\noutput_tokens: 3\nwarmup_requests: 1\n"
+    )
     with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
-        result = CliRunner().invoke(app, ["bench", "--url", server.url, "--workload", str(workload), "--json",
-                                          "--client", "builtin", "--run-dir", str(tmp_path / "run")])
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench",
+                "--url",
+                server.url,
+                "--workload",
+                str(workload),
+                "--json",
+                "--client",
+                "builtin",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ],
+        )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["request_throughput"] > 0 and data["completed"] == 6

@@ -63,7 +63,9 @@ def _closed_loop(n: int, concurrency: int, service: float) -> list[RequestRecord
         slot = min(range(concurrency), key=free.__getitem__)
         start = free[slot]
         free[slot] = start + service
-        records.append(RequestRecord(success=True, start=start, ttft=0.01, latency=service, output_len=10, prompt_len=5))
+        records.append(
+            RequestRecord(success=True, start=start, ttft=0.01, latency=service, output_len=10, prompt_len=5)
+        )
     return records
 
 
@@ -110,9 +112,11 @@ def _batched(n: int, clients: int, batch: int, period: float, spread: float) -> 
     while len(records) < n:
         take, waiting = waiting[:batch], waiting[batch:]
         ends = [t + period - spread + j * spread / len(take) for j in range(len(take))]
-        records += [RequestRecord(success=True, start=s, ttft=0.01, latency=e - s, output_len=10, prompt_len=5)
-                    for s, e in zip(take, ends)]
-        for e in ends[:max(0, n - sent)]:
+        records += [
+            RequestRecord(success=True, start=s, ttft=0.01, latency=e - s, output_len=10, prompt_len=5)
+            for s, e in zip(take, ends)
+        ]
+        for e in ends[: max(0, n - sent)]:
             waiting.append(e)
             sent += 1
         t += period
@@ -167,7 +171,13 @@ def test_the_synthetic_h200_line_maps_every_key():
     m = parse_sglang_jsonl(FIXTURES / "sglang-0.5.23-image-synthetic.jsonl", requests=384)
     assert (m.completed, m.failed, m.max_concurrency, m.request_rate) == (384, 0, 64, None)
     assert m.request_throughput == pytest.approx(18.9, abs=0.01)
-    assert (m.mean_ttft_ms, m.p90_ttft_ms, m.mean_tpot_ms, m.p99_itl_ms, m.std_e2e_latency_ms) == (1770.41, 2280.12, 12.06, 118.6, 402.17)
+    assert (m.mean_ttft_ms, m.p90_ttft_ms, m.mean_tpot_ms, m.p99_itl_ms, m.std_e2e_latency_ms) == (
+        1770.41,
+        2280.12,
+        12.06,
+        118.6,
+        402.17,
+    )
     assert m.total_input_tokens == 384 * 1344 and m.input_tokens_source == "client"
     assert math.isclose(m.concurrency, 62.39)
 
@@ -188,12 +198,18 @@ def test_the_last_line_of_an_appended_file_is_the_latest_run(tmp_path: Path):
     assert parse_sglang_jsonl(path, line=0).completed == 100
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("", "SGLang benchmark output is empty: {path}"),
-    ("not json\n", "SGLang benchmark output is not JSON (Expecting value at column 1): {path}"),
-    ('{"duration": 1.0}\n', "SGLang benchmark output lacks completed, total_input_tokens, total_output_tokens, "
-                            "request_throughput, input_throughput, output_throughput: {path}"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "SGLang benchmark output is empty: {path}"),
+        ("not json\n", "SGLang benchmark output is not JSON (Expecting value at column 1): {path}"),
+        (
+            '{"duration": 1.0}\n',
+            "SGLang benchmark output lacks completed, total_input_tokens, total_output_tokens, "
+            "request_throughput, input_throughput, output_throughput: {path}",
+        ),
+    ],
+)
 def test_a_bad_sglang_output_file_is_a_bench_error(tmp_path: Path, content: str, message: str):
     path = tmp_path / "bad.jsonl"
     path.write_text(content)

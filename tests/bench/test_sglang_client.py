@@ -67,14 +67,29 @@ def test_single_image_stream_maps_to_sglangs_image_dataset():
     argv = sglang_argv("sglang.benchmark.serving", "http://h:1", w, requests=384, output_file=Path("o.jsonl"), seed=7)
     assert argv[:3] == [sys.executable, "-m", "sglang.benchmark.serving"]
     flags = dict(zip(argv[3::1], argv[4::1]))
-    expected = {"--backend": "sglang-oai-chat", "--base-url": "http://h:1", "--num-prompts": "384", "--max-concurrency": "64",
-                "--dataset-name": "image", "--image-count": "1", "--image-resolution": "720p", "--image-format": "jpeg",
-                "--image-content": "random", "--random-input-len": "128", "--random-output-len": "128",
-                "--random-range-ratio": "1.0", "--request-rate": "inf", "--warmup-requests": "64", "--seed": "7",
-                "--output-file": "o.jsonl"}
+    expected = {
+        "--backend": "sglang-oai-chat",
+        "--base-url": "http://h:1",
+        "--num-prompts": "384",
+        "--max-concurrency": "64",
+        "--dataset-name": "image",
+        "--image-count": "1",
+        "--image-resolution": "720p",
+        "--image-format": "jpeg",
+        "--image-content": "random",
+        "--random-input-len": "128",
+        "--random-output-len": "128",
+        "--random-range-ratio": "1.0",
+        "--request-rate": "inf",
+        "--warmup-requests": "64",
+        "--seed": "7",
+        "--output-file": "o.jsonl",
+    }
     assert {k: flags[k] for k in expected} == expected
-    text = sglang_argv("sglang.bench_serving", "http://h:1", load_workload("text-chat"), requests=5, output_file=Path("o"))
-    assert "random" == text[text.index("--dataset-name") + 1] and "--image-count" not in text
+    text = sglang_argv(
+        "sglang.bench_serving", "http://h:1", load_workload("text-chat"), requests=5, output_file=Path("o")
+    )
+    assert text[text.index("--dataset-name") + 1] == "random" and "--image-count" not in text
 
 
 def test_the_client_module_is_found_without_importing_sglang(fake_sglang: Path):
@@ -136,10 +151,14 @@ def test_a_pool_workload_cannot_go_to_sglangs_client(fake_sglang: Path):
 
 def test_cross_check_reports_relative_differences(fake_sglang: Path, tmp_path: Path):
     """Both clients run on one server; the comparison is per metric, builtin relative to SGLang."""
-    workload = load_workload("text-chat").model_copy(update={"output_tokens": 4, "warmup_requests": 0, "max_concurrency": 4})
+    workload = load_workload("text-chat").model_copy(
+        update={"output_tokens": 4, "warmup_requests": 0, "max_concurrency": 4}
+    )
     with FakeServer(ttft_s=0.0, itl_s=0.0) as server:
         result = cross_check(server.url, workload, requests=8, run_dir=tmp_path)
     assert result.sglang.client == "sglang" and result.builtin.client == "builtin"
     ratio = result.relative_difference["request_throughput"]
-    assert ratio == pytest.approx((result.builtin.request_throughput - result.sglang.request_throughput) / result.sglang.request_throughput)
+    assert ratio == pytest.approx(
+        (result.builtin.request_throughput - result.sglang.request_throughput) / result.sglang.request_throughput
+    )
     assert json.loads((tmp_path / "cross_check.json").read_text())["relative_difference"]

@@ -18,7 +18,7 @@ SHIPPED = {"single-image-stream", "cached-images", "text-chat", "long-context"}
 def test_every_shipped_workload_loads_and_is_named_after_its_file():
     """Each shipped file validates, and its `name` equals the file's stem."""
     workloads = list_workloads()
-    assert SHIPPED <= {w.name for w in workloads}
+    assert {w.name for w in workloads} >= SHIPPED
     for w in workloads:
         assert load_workload(w.name) == w
         assert w.tune, f"{w.name} has no default search space"
@@ -28,7 +28,12 @@ def test_single_image_stream_matches_the_h200_baseline_shape():
     """One unique 720p JPEG per request, 128/128 tokens, 384 requests at concurrency 64."""
     w = load_workload("single-image-stream")
     assert (w.kind, w.requests, w.max_concurrency, w.input_tokens, w.output_tokens) == ("multimodal", 384, 64, 128, 128)
-    assert (w.images.resolution, w.images.format, w.images.reuse, w.images.size()) == ("720p", "jpeg", "unique", (1280, 720))
+    assert (w.images.resolution, w.images.format, w.images.reuse, w.images.size()) == (
+        "720p",
+        "jpeg",
+        "unique",
+        (1280, 720),
+    )
     assert load_workload("cached-images").images.reuse == "pool"
 
 
@@ -45,12 +50,36 @@ def test_unknown_workload_lists_the_options_and_suggests_the_closest():
 
 
 BAD = [
-    ("requests: abc\n", "Input should be a valid integer, unable to parse string as an integer, but got 'abc'", 3, 1, "requests"),
+    (
+        "requests: abc\n",
+        "Input should be a valid integer, unable to parse string as an integer, but got 'abc'",
+        3,
+        1,
+        "requests",
+    ),
     ("requets: 3\n", "unknown key 'requets' in workload", 3, 1, "requets"),
     ("kind: multimodal\n", "`images` must be set when `kind: multimodal`, but got none", 1, 1, "(top level)"),
-    ("kind: multimodal\nimages:\n  resolution: 720\n", "Input should be a valid string, but got 720", 5, 3, "images.resolution"),
-    ("kind: multimodal\nimages:\n  resolution: 720q\n", "String should match pattern '^(4k|1080p|720p|360p|[1-9][0-9]*x[1-9][0-9]*)$', but got '720q'", 5, 3, "images.resolution"),
-    ("tune:\n  max_running_requests: {int: [64, 8]}\n", "`low <= high` must hold, but got (low=64, high=8)", 4, 3, "tune.max_running_requests"),
+    (
+        "kind: multimodal\nimages:\n  resolution: 720\n",
+        "Input should be a valid string, but got 720",
+        5,
+        3,
+        "images.resolution",
+    ),
+    (
+        "kind: multimodal\nimages:\n  resolution: 720q\n",
+        "String should match pattern '^(4k|1080p|720p|360p|[1-9][0-9]*x[1-9][0-9]*)$', but got '720q'",
+        5,
+        3,
+        "images.resolution",
+    ),
+    (
+        "tune:\n  max_running_requests: {int: [64, 8]}\n",
+        "`low <= high` must hold, but got (low=64, high=8)",
+        4,
+        3,
+        "tune.max_running_requests",
+    ),
     ("tune:\n  a: {in: [1, 2]}\n", "a distribution needs one key of `int`, `float` or `choice`", 4, 3, "tune.a"),
     ("tune:\n  a: {int: [1, 2], lg: true}\n", "unknown key 'lg' in workload", 4, 20, "tune.a.lg"),
     ("max_concurrency: 0\n", "Input should be greater than or equal to 1, but got 0", 3, 1, "max_concurrency"),
@@ -91,7 +120,10 @@ def test_a_workload_file_must_be_a_mapping(tmp_path: Path):
     path.write_text("- a\n")
     with pytest.raises(SpecError) as info:
         load_workload(path)
-    assert info.value.render() == f"error[invalid-spec]: a workload file must be a mapping of keys to values, but got list\n  --> {path}:1:1"
+    assert (
+        info.value.render()
+        == f"error[invalid-spec]: a workload file must be a mapping of keys to values, but got list\n  --> {path}:1:1"
+    )
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path: Path):
@@ -105,7 +137,7 @@ def test_cli_lists_shows_and_rejects_workloads():
     listed = runner.invoke(app, ["workloads", "list"])
     assert listed.exit_code == 0 and "single-image-stream" in listed.output
     as_json = json.loads(runner.invoke(app, ["workloads", "list", "--json"]).output)
-    assert SHIPPED <= {w["name"] for w in as_json}
+    assert {w["name"] for w in as_json} >= SHIPPED
     shown = json.loads(runner.invoke(app, ["workloads", "show", "text-chat", "--json"]).output)
     assert shown["name"] == "text-chat" and "max_running_requests" in shown["tune"]
     assert "name: long-context" in runner.invoke(app, ["workloads", "show", "long-context"]).output
@@ -115,6 +147,8 @@ def test_cli_unknown_workload_exits_1_without_a_traceback():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "servetune", "workloads", "show", "single-imag"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "servetune", "workloads", "show", "single-imag"], capture_output=True, text=True
+    )
     assert done.returncode == 1
     assert "did you mean 'single-image-stream'?" in done.stderr and "Traceback" not in done.stderr

@@ -60,8 +60,11 @@ def test_sync_without_sglang_says_how_to_get_it(tmp_path):
 
 def test_the_catalog_commands_import_nothing_heavy():
     """Listing catalogs loads neither sglang, torch nor optuna."""
-    code = ("import sys; from servetune.cli import app; "
-            "from servetune.cli._run import run_app; run_app(app, ['catalog', 'list']); "
-            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in {'sglang', 'torch', 'optuna', 'pynvml', 'triton'})))")
+    code = (
+        "import sys; from servetune.cli import app; "
+        "from servetune.cli._run import run_app; run_app(app, ['catalog', 'list']); "
+        "print(' '.join(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in {'sglang', 'torch', 'optuna', 'pynvml', 'triton'})))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == ""

@@ -19,7 +19,12 @@ from servetune.errors import UnknownNameError
 
 def test_versions_sort_numerically_not_as_text():
     """0.5.9 < 0.5.10 < 0.5.10.post1 < 0.5.23."""
-    assert sorted(["0.5.23", "0.5.10.post1", "0.5.9", "0.5.10"], key=version_key) == ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.23"]
+    assert sorted(["0.5.23", "0.5.10.post1", "0.5.9", "0.5.10"], key=version_key) == [
+        "0.5.9",
+        "0.5.10",
+        "0.5.10.post1",
+        "0.5.23",
+    ]
     assert available_versions() == sorted(available_versions(), key=version_key)
 
 
@@ -60,7 +65,10 @@ def test_the_installed_version_is_read_without_importing_sglang():
     import subprocess
     import sys
 
-    code = "import sys, servetune.catalog as c; c.installed_sglang_version(); c.load_catalog('0.5.23'); print('sglang' in sys.modules)"
+    code = (
+        "import sys, servetune.catalog as c; c.installed_sglang_version(); c.load_catalog('0.5.23'); "
+        "print('sglang' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -22,7 +22,11 @@ def test_0_5_23_matches_the_reference():
     assert fields["cuda_graph_bs_decode"].nargs == "+" and fields["cuda_graph_bs_decode"].type == "int"
     for name in ("mem_fraction_static", "chunked_prefill_size", "max_running_requests", "cuda_graph_max_bs_decode"):
         assert not fields[name].resolvable, name
-    assert cat.env["SGLANG_USE_IPC_POOL_HANDLE_CACHE"].model_dump() == {"name": "SGLANG_USE_IPC_POOL_HANDLE_CACHE", "type": "bool", "default": True}
+    assert cat.env["SGLANG_USE_IPC_POOL_HANDLE_CACHE"].model_dump() == {
+        "name": "SGLANG_USE_IPC_POOL_HANDLE_CACHE",
+        "type": "bool",
+        "default": True,
+    }
     assert cat.env["SGLANG_MM_FEATURE_CACHE_MB"].default == 1024
     assert cat.env["SGLANG_VLM_CACHE_SIZE_MB"].default == 100
 

@@ -24,7 +24,9 @@ def test_resolve_table_shows_launch_line_env_and_decisions(capsys):
     """The default output is the launch line with env vars, then one row per decision."""
     code, out, err = _run(capsys, "resolve", *BASE)
     assert code == 0, err
-    assert "SGLANG_VLM_CACHE_SIZE_MB=0 python -m sglang.launch_server" in out.replace("SGLANG_USE_IPC_POOL_HANDLE_CACHE=1 ", "")
+    assert "SGLANG_VLM_CACHE_SIZE_MB=0 python -m sglang.launch_server" in out.replace(
+        "SGLANG_USE_IPC_POOL_HANDLE_CACHE=1 ", ""
+    )
     assert "--mm-feature-transport cuda_ipc" in out
     assert "qwen3-vl-hopper-prefill-decode-interval" in out
 
@@ -51,15 +53,26 @@ def test_args_shell_and_env_formats_agree(capsys):
     _, env, _ = _run(capsys, "resolve", *BASE, "--format", "env")
     argv = shlex.split(args)
     words = shlex.split(shell.replace("\\\n", " "))
-    assert words[-len(argv):] == argv
+    assert words[-len(argv) :] == argv
     assert "export SGLANG_VLM_CACHE_SIZE_MB=0" in env.splitlines()
 
 
 def test_yaml_format_is_sglang_config_with_dash_keys(capsys, tmp_path):
     """--format yaml writes SGLang's --config file: dash keys; list and --x/--no-x fields stay on argv."""
     out_file = tmp_path / "c.yaml"
-    code, _, err = _run(capsys, "resolve", *BASE, "--set", "cuda_graph_bs_decode=1,2,4", "--set", "mm_enable_dp_encoder=true",
-                        "--format", "yaml", "--out", str(out_file))
+    code, _, err = _run(
+        capsys,
+        "resolve",
+        *BASE,
+        "--set",
+        "cuda_graph_bs_decode=1,2,4",
+        "--set",
+        "mm_enable_dp_encoder=true",
+        "--format",
+        "yaml",
+        "--out",
+        str(out_file),
+    )
     assert code == 0, err
     text = out_file.read_text()
     data = yaml.safe_load(text)
@@ -103,7 +116,10 @@ def test_rules_list_show_lint(capsys):
 def test_rules_lint_reports_a_rule_that_never_matches(capsys, tmp_path):
     """lint warns about a rule no bundled GPU can match."""
     f = tmp_path / "r.yaml"
-    f.write_text("rules:\n  - id: huge-gpu\n    summary: s\n    why: w\n    when: {gpu.memory_mib: {gte: 10000000}}\n    set: {stream_interval: 4}\n")
+    f.write_text(
+        "rules:\n  - id: huge-gpu\n    summary: s\n    why: w\n    when: {gpu.memory_mib: {gte: 10000000}}\n"
+        "    set: {stream_interval: 4}\n"
+    )
     code, out, _ = _run(capsys, "rules", "lint", "--rules", str(f))
     assert code == 0
     assert "warning: rule 'huge-gpu'" in out and "never matches" in out
@@ -123,7 +139,17 @@ def test_preset_layer_sits_between_rules_and_pins(capsys):
     by_field = {d["field"]: d for d in json.loads(out)["decisions"]}
     assert by_field["max_running_requests"]["layer"] == "preset"
     assert by_field["SGLANG_MM_FEATURE_CACHE_MB"]["value"] == 3072
-    code, out, _ = _run(capsys, "resolve", *BASE, "--preset", "multimodal-high-concurrency", "--set", "max_running_requests=128", "--format", "json")
+    code, out, _ = _run(
+        capsys,
+        "resolve",
+        *BASE,
+        "--preset",
+        "multimodal-high-concurrency",
+        "--set",
+        "max_running_requests=128",
+        "--format",
+        "json",
+    )
     by_field = {d["field"]: d for d in json.loads(out)["decisions"]}
     assert by_field["max_running_requests"]["value"] == 128 and "SGLANG_MM_FEATURE_CACHE_MB" not in by_field
 
@@ -146,7 +172,9 @@ def test_generated_docs_are_current():
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("gen_docs", Path(__file__).resolve().parents[2] / "scripts" / "gen_docs.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_docs", Path(__file__).resolve().parents[2] / "scripts" / "gen_docs.py"
+    )
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     stale = [str(p) for p, text in gen.outputs().items() if not p.exists() or p.read_text() != text]
@@ -168,10 +196,16 @@ def test_explain_run_shows_what_sglang_changed(capsys, tmp_path):
     from servetune.launch import LaunchOptions, start_server
 
     res = resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version="0.5.23", sets=["max_running_requests=16"])
-    with start_server(res.argv(), res.env(), res.requested(),
-                      LaunchOptions(sglang_cmd=[_sys.executable, "-m", "servetune.standin"], run_dir=tmp_path)):
+    with start_server(
+        res.argv(),
+        res.env(),
+        res.requested(),
+        LaunchOptions(sglang_cmd=[_sys.executable, "-m", "servetune.standin"], run_dir=tmp_path),
+    ):
         pass
-    code, out, err = _run(capsys, "explain", "mm_feature_transport", *BASE, "--set", "max_running_requests=16", "--run", str(tmp_path))
+    code, out, err = _run(
+        capsys, "explain", "mm_feature_transport", *BASE, "--set", "max_running_requests=16", "--run", str(tmp_path)
+    )
     assert code == 0, err
     assert "sglang  requested=cuda_ipc → effective=cuda_ipc" in out
     code, out, _ = _run(capsys, "explain", *BASE, "--set", "max_running_requests=16", "--run", str(tmp_path))

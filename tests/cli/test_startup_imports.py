@@ -5,7 +5,19 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("optuna", "pynvml", "sglang", "torch", "transformers", "pandas", "plotly", "matplotlib", "numpy", "sqlalchemy", "httpx")
+HEAVY = (
+    "optuna",
+    "pynvml",
+    "sglang",
+    "torch",
+    "transformers",
+    "pandas",
+    "plotly",
+    "matplotlib",
+    "numpy",
+    "sqlalchemy",
+    "httpx",
+)
 
 _PROBE = """
 import sys
@@ -32,7 +44,9 @@ def test_help_imports_nothing_heavy():
 
 def test_resolve_imports_nothing_heavy():
     """`servetune resolve` (table output) imports none of the heavy modules."""
-    code, mods, out = _modules_after("resolve", "--model", "qwen3-vl-8b-instruct", "--gpu", "h200", "--sglang-version", "0.5.23")
+    code, mods, out = _modules_after(
+        "resolve", "--model", "qwen3-vl-8b-instruct", "--gpu", "h200", "--sglang-version", "0.5.23"
+    )
     assert code == 0, out
     assert not mods & set(HEAVY), sorted(mods & set(HEAVY))
 

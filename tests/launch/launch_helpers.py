@@ -18,7 +18,11 @@ def group_gone(pgid: int, timeout: float = 5.0) -> bool:
     while True:
         try:
             os.killpg(pgid, 0)
-            alive = [p for p in psutil.process_iter(["status"]) if _pgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE]
+            alive = [
+                p
+                for p in psutil.process_iter(["status"])
+                if _pgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE
+            ]
         except ProcessLookupError:
             alive = []
         if not alive:
@@ -33,5 +37,3 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
-
-

@@ -84,19 +84,22 @@ def test_a_port_served_by_a_server_we_did_not_start_is_refused(make_options, tmp
     res = reserve_free_port("127.0.0.1")
     port = res.port
     res.release()
-    log = open(tmp_path / "other.log", "wb")
-    other = subprocess.Popen([*STANDIN_CMD, "--model-path", "someone/else", "--port", str(port)], stdout=log, stderr=log,
-                             start_new_session=True)
-    try:
-        _wait_listening(port)
-        err = launch_error(["--model-path", MODEL], make_options(port=port))
-        assert err.failure == "port_in_use"
-        assert "someone/else" in err.render()
-        assert other.poll() is None, "the other server must not be touched"
-    finally:
-        other.terminate()
-        other.wait(5)
-        log.close()
+    with open(tmp_path / "other.log", "wb") as log:
+        other = subprocess.Popen(
+            [*STANDIN_CMD, "--model-path", "someone/else", "--port", str(port)],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        try:
+            _wait_listening(port)
+            err = launch_error(["--model-path", MODEL], make_options(port=port))
+            assert err.failure == "port_in_use"
+            assert "someone/else" in err.render()
+            assert other.poll() is None, "the other server must not be touched"
+        finally:
+            other.terminate()
+            other.wait(5)
 
 
 def test_an_old_server_answering_on_our_port_is_a_wrong_server(make_options, tmp_path):
@@ -108,22 +111,26 @@ def test_an_old_server_answering_on_our_port_is_a_wrong_server(make_options, tmp
     res = reserve_free_port("127.0.0.1")
     port = res.port
     res.release()
-    log = open(tmp_path / "old.log", "wb")
-    old = subprocess.Popen([*STANDIN_CMD, "--model-path", "old/run", "--port", str(port)], stdout=log, stderr=log,
-                           start_new_session=True, env={**os.environ, "SERVETUNE_STANDIN_START_DELAY_S": "1.0"})
-    opts = make_options({"START_DELAY_S": 8, "CHILDREN": 1}, port=port, stop_grace_s=1.0)
-    try:
-        t0 = time.monotonic()
-        err = launch_error(["--model-path", MODEL], opts)
-        assert err.failure == "wrong_server"
-        assert "outside our process group" in err.message and "started no later than our server" in err.message
-        assert time.monotonic() - t0 < 6
-        assert old.poll() is None, "the old server is not ours to kill"
-        assert group_gone(int((opts.run_dir / "server.pid").read_text()))
-    finally:
-        old.terminate()
-        old.wait(5)
-        log.close()
+    with open(tmp_path / "old.log", "wb") as log:
+        old = subprocess.Popen(
+            [*STANDIN_CMD, "--model-path", "old/run", "--port", str(port)],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env={**os.environ, "SERVETUNE_STANDIN_START_DELAY_S": "1.0"},
+        )
+        opts = make_options({"START_DELAY_S": 8, "CHILDREN": 1}, port=port, stop_grace_s=1.0)
+        try:
+            t0 = time.monotonic()
+            err = launch_error(["--model-path", MODEL], opts)
+            assert err.failure == "wrong_server"
+            assert "outside our process group" in err.message and "started no later than our server" in err.message
+            assert time.monotonic() - t0 < 6
+            assert old.poll() is None, "the old server is not ours to kill"
+            assert group_gone(int((opts.run_dir / "server.pid").read_text()))
+        finally:
+            old.terminate()
+            old.wait(5)
 
 
 def test_a_missing_program_is_a_bad_command(make_options):
@@ -135,7 +142,9 @@ def test_a_missing_program_is_a_bad_command(make_options):
 
 def test_a_missing_module_is_a_bad_command(make_options):
     """`python -m <module that is not installed>` is refused before starting anything."""
-    err = launch_error(["--model-path", MODEL], make_options(sglang_cmd=[sys.executable, "-m", "no_such_sglang.launch_server"]))
+    err = launch_error(
+        ["--model-path", MODEL], make_options(sglang_cmd=[sys.executable, "-m", "no_such_sglang.launch_server"])
+    )
     assert err.failure == "bad_command" and "'no_such_sglang' is not installed" in err.message
 
 
@@ -158,9 +167,17 @@ def test_sglang_cmd_from_the_environment(make_options, monkeypatch):
     [
         (1, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "oom"),
         (-9, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "oom"),
-        (1, "ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use", "port_in_use"),
+        (
+            1,
+            "ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use",
+            "port_in_use",
+        ),
         (1, "/usr/bin/python: No module named sglang", "bad_command"),
-        (2, "usage: launch_server.py [-h]\nlaunch_server.py: error: ambiguous option: --cuda-graph-max-bs", "bad_command"),
+        (
+            2,
+            "usage: launch_server.py [-h]\nlaunch_server.py: error: ambiguous option: --cuda-graph-max-bs",
+            "bad_command",
+        ),
         (127, "", "bad_command"),
         (-11, "Segmentation fault", "crash"),
         (1, "RuntimeError: scheduler died", "crash"),

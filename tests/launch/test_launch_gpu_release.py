@@ -18,17 +18,17 @@ class FakeNvml:
         self.polls = 0
         self.polls_busy = polls_busy
 
-    def nvmlDeviceGetCount(self):  # noqa: N802 - pynvml's names
+    def nvmlDeviceGetCount(self):
         return 1
 
-    def nvmlDeviceGetHandleByIndex(self, i):  # noqa: N802
+    def nvmlDeviceGetHandleByIndex(self, i):
         return i
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
         self.polls += 1
         return [types.SimpleNamespace(pid=4242)] if self.polls <= self.polls_busy else []
 
-    def nvmlDeviceGetMemoryInfo(self, handle):  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, handle):
         return types.SimpleNamespace(used=(70_000 if self.polls <= self.polls_busy + 1 else 500) * 2**20)
 
 

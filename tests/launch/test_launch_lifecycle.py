@@ -12,8 +12,22 @@ from launch_helpers import MODEL, group_gone
 
 from servetune.launch import start_server
 
-ARGV = ["--model-path", MODEL, "--max-running-requests", "16", "--cuda-graph-max-bs-decode", "64", "--api-key", "sk-secret"]
-REQUESTED = {"model_path": MODEL, "max_running_requests": 16, "cuda_graph_max_bs_decode": 64, "mm_feature_transport": None}
+ARGV = [
+    "--model-path",
+    MODEL,
+    "--max-running-requests",
+    "16",
+    "--cuda-graph-max-bs-decode",
+    "64",
+    "--api-key",
+    "sk-secret",
+]
+REQUESTED = {
+    "model_path": MODEL,
+    "max_running_requests": 16,
+    "cuda_graph_max_bs_decode": 64,
+    "mm_feature_transport": None,
+}
 
 
 def test_launch_waits_for_readiness_and_records_the_server_info_diff(make_options):
@@ -69,7 +83,9 @@ def test_stop_is_idempotent_and_takes_the_children_with_it(make_options):
 
 def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period(make_options):
     """SIGTERM is ignored by the server and its children; SIGKILL of the group follows the grace period."""
-    server = start_server(["--model-path", MODEL], {}, {}, make_options({"IGNORE_SIGTERM": 1, "CHILDREN": 2}, stop_grace_s=0.5))
+    server = start_server(
+        ["--model-path", MODEL], {}, {}, make_options({"IGNORE_SIGTERM": 1, "CHILDREN": 2}, stop_grace_s=0.5)
+    )
     t0 = time.monotonic()
     code = server.stop()
     assert code == -9
@@ -81,7 +97,9 @@ def test_the_env_reaches_the_server_process(make_options, tmp_path):
     """Resolved env vars and CUDA_VISIBLE_DEVICES are in the server's environment."""
     import psutil
 
-    with start_server(["--model-path", MODEL], {"SGLANG_MM_FEATURE_CACHE_MB": "3072"}, {}, make_options(cuda_visible_devices="3")) as server:
+    with start_server(
+        ["--model-path", MODEL], {"SGLANG_MM_FEATURE_CACHE_MB": "3072"}, {}, make_options(cuda_visible_devices="3")
+    ) as server:
         env = psutil.Process(server.pid).environ()
     assert env["SGLANG_MM_FEATURE_CACHE_MB"] == "3072" and env["CUDA_VISIBLE_DEVICES"] == "3"
 
@@ -104,7 +122,8 @@ WRAPPER = (
 
 
 def test_a_wrapper_whose_server_leaves_the_group_is_accepted_and_still_stopped(make_options):
-    """Like a container or srun prefix: the listener is a newer process outside our group; it is ours, and stop kills it."""
+    """Like a container or srun prefix: the listener is a newer process outside our group; it is ours,
+    and stop kills it."""
     import psutil
 
     opts = make_options(sglang_cmd=[sys.executable, "-c", WRAPPER])

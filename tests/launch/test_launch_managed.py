@@ -13,7 +13,9 @@ ARGV = ["--model-path", MODEL, "--cuda-graph-max-bs-decode", "64"]
 REQUESTED = {"model_path": MODEL, "cuda_graph_max_bs_decode": 64}
 
 
-def tiny_bench(url, workload, *, requests=None, run_dir=None, client="auto", model=None, on_progress=None, should_stop=None):
+def tiny_bench(
+    url, workload, *, requests=None, run_dir=None, client="auto", model=None, on_progress=None, should_stop=None
+):
     """A minimal client (stands in for run_benchmark's contract): n streamed chat requests, 4 at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -60,7 +62,9 @@ def test_oom_under_load_is_a_recorded_failure(make_options):
 
 def test_a_crash_under_load_is_a_recorded_failure(make_options):
     """A crash during the benchmark (no OOM marker) is `crash`."""
-    result = managed_run(ARGV, {}, REQUESTED, "text-chat", make_options({"CRASH_AFTER": 2}), requests=12, bench=tiny_bench)
+    result = managed_run(
+        ARGV, {}, REQUESTED, "text-chat", make_options({"CRASH_AFTER": 2}), requests=12, bench=tiny_bench
+    )
     assert (result.ok, result.failure, result.stage) == (False, "crash", "bench")
 
 
@@ -91,10 +95,13 @@ def test_a_server_that_exits_just_after_the_benchmark_fails_is_a_crash(make_opti
 @pytest.mark.parametrize(("knobs", "failure"), [({"OOM_AT_START": 1}, "oom"), ({"HANG": 1}, "startup_timeout")])
 def test_start_failures_are_recorded_not_raised(make_options, knobs, failure):
     """A server that never serves gives a failed result with stage `start`; the bench is not called."""
+
     def must_not_run(*a, **k):
         raise AssertionError("bench called")
 
-    result = managed_run(ARGV, {}, REQUESTED, "text-chat", make_options(knobs, startup_timeout_s=0.8), bench=must_not_run)
+    result = managed_run(
+        ARGV, {}, REQUESTED, "text-chat", make_options(knobs, startup_timeout_s=0.8), bench=must_not_run
+    )
     assert (result.ok, result.failure, result.stage) == (False, failure, "start")
     assert result.timings.bench_s is None
 
@@ -102,6 +109,8 @@ def test_start_failures_are_recorded_not_raised(make_options, knobs, failure):
 def test_a_managed_run_with_the_real_benchmark_client(make_options):
     """The bench helper's run_benchmark (builtin client) against the stand-in gives real Metrics."""
     bench = pytest.importorskip("servetune.bench")
-    result = managed_run(ARGV, {}, REQUESTED, bench.load_workload("text-chat"), make_options(), requests=24, client="builtin")
+    result = managed_run(
+        ARGV, {}, REQUESTED, bench.load_workload("text-chat"), make_options(), requests=24, client="builtin"
+    )
     assert result.ok, result.message
     assert result.metrics.completed == 24 and result.metrics.request_throughput > 0

@@ -77,8 +77,11 @@ def _child_signal_state(_):
 
     from servetune.launch import _server
 
-    return (signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGHUP) is signal.SIG_DFL,
-            _server._LIVE_LOCK.acquire(timeout=1))
+    return (
+        signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
+        signal.getsignal(signal.SIGHUP) is signal.SIG_DFL,
+        _server._LIVE_LOCK.acquire(timeout=1),
+    )
 
 
 def test_a_forked_worker_gets_the_default_signal_actions_and_a_free_lock():

@@ -15,7 +15,10 @@ R = "<redacted>"
         (["--api-key", "sk-1", "--port", "1"], ["--api-key", R, "--port", "1"]),
         (["--api-key=sk-1"], [f"--api-key={R}"]),
         (["--admin-api-key", "a", "--hf-token", "t"], ["--admin-api-key", R, "--hf-token", R]),
-        (["--max-total-tokens", "4096", "--tokenizer-path", "x"], ["--max-total-tokens", "4096", "--tokenizer-path", "x"]),
+        (
+            ["--max-total-tokens", "4096", "--tokenizer-path", "x"],
+            ["--max-total-tokens", "4096", "--tokenizer-path", "x"],
+        ),
         (["--api-key", "--port", "1"], ["--api-key", "--port", "1"]),
         (["python", "-m", "sglang.launch_server"], ["python", "-m", "sglang.launch_server"]),
     ],
@@ -27,10 +30,26 @@ def test_redact_argv(argv, expected):
 
 def test_redact_env():
     """HF_TOKEN, *_TOKEN, *_KEY, *API_KEY*, secrets and passwords are hidden; SGLANG_* settings are kept."""
-    env = {"HF_TOKEN": "hf", "GITHUB_TOKEN": "g", "AWS_SECRET_ACCESS_KEY": "a", "OPENAI_API_KEY_FILE": "f",
-           "DB_PASSWORD": "p", "SGLANG_VLM_CACHE_SIZE_MB": "0", "CUDA_VISIBLE_DEVICES": "0", "EMPTY_TOKEN": ""}
-    assert redact_env(env) == {"HF_TOKEN": R, "GITHUB_TOKEN": R, "AWS_SECRET_ACCESS_KEY": R, "OPENAI_API_KEY_FILE": R,
-                               "DB_PASSWORD": R, "SGLANG_VLM_CACHE_SIZE_MB": "0", "CUDA_VISIBLE_DEVICES": "0", "EMPTY_TOKEN": ""}
+    env = {
+        "HF_TOKEN": "hf",
+        "GITHUB_TOKEN": "g",
+        "AWS_SECRET_ACCESS_KEY": "a",
+        "OPENAI_API_KEY_FILE": "f",
+        "DB_PASSWORD": "p",
+        "SGLANG_VLM_CACHE_SIZE_MB": "0",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "EMPTY_TOKEN": "",
+    }
+    assert redact_env(env) == {
+        "HF_TOKEN": R,
+        "GITHUB_TOKEN": R,
+        "AWS_SECRET_ACCESS_KEY": R,
+        "OPENAI_API_KEY_FILE": R,
+        "DB_PASSWORD": R,
+        "SGLANG_VLM_CACHE_SIZE_MB": "0",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "EMPTY_TOKEN": "",
+    }
 
 
 def test_new_run_dirs_are_unique(tmp_path):

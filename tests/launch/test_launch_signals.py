@@ -43,7 +43,9 @@ def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 30.0) -
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_library_user_interrupted_leaves_no_server_behind(tmp_path, sig):
     """A script that started a server and is then interrupted stops the server's whole group on its way out."""
-    proc = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), *STANDIN_CMD], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(tmp_path), *STANDIN_CMD], stdout=subprocess.PIPE, text=True
+    )
     pid = int(_wait_for_line(proc, "ready").split()[1])
     proc.send_signal(sig)
     proc.wait(20)
@@ -85,9 +87,28 @@ def test_ctrl_c_of_servetune_launch_stops_the_server_and_exits_130(tmp_path):
     run_dir = tmp_path / "run"
     env = {**os.environ, "SERVETUNE_STANDIN_CHILDREN": "2"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "servetune", "launch", "--model", "qwen2.5-vl-3b-instruct", "--gpu", "h200",
-         "--sglang-cmd", " ".join(STANDIN_CMD), "--port", str(port), "--run-dir", str(run_dir), "--stop-grace", "3"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "servetune",
+            "launch",
+            "--model",
+            "qwen2.5-vl-3b-instruct",
+            "--gpu",
+            "h200",
+            "--sglang-cmd",
+            " ".join(STANDIN_CMD),
+            "--port",
+            str(port),
+            "--run-dir",
+            str(run_dir),
+            "--stop-grace",
+            "3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
     _wait_for_line(proc, "serving; Ctrl-C stops the server")
     pid = int((run_dir / "server.pid").read_text())
@@ -108,9 +129,26 @@ def test_servetune_launch_on_a_busy_port_is_a_clear_error(tmp_path):
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         out = subprocess.run(
-            [sys.executable, "-m", "servetune", "launch", "--model", "qwen2.5-vl-3b-instruct", "--gpu", "h200", "--quiet",
-             "--sglang-cmd", " ".join(STANDIN_CMD), "--port", str(sock.getsockname()[1]), "--run-dir", str(tmp_path / "r")],
-            capture_output=True, text=True, timeout=30,
+            [
+                sys.executable,
+                "-m",
+                "servetune",
+                "launch",
+                "--model",
+                "qwen2.5-vl-3b-instruct",
+                "--gpu",
+                "h200",
+                "--quiet",
+                "--sglang-cmd",
+                " ".join(STANDIN_CMD),
+                "--port",
+                str(sock.getsockname()[1]),
+                "--run-dir",
+                str(tmp_path / "r"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     assert out.returncode == 1 and "error[launch]" in out.stderr and "already in use" in out.stderr
     assert "Traceback" not in out.stderr

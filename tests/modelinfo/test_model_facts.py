@@ -30,7 +30,8 @@ def test_bundled_models_give_their_facts(name):
 
 
 def test_hf_ids_and_names_are_case_insensitive():
-    """`Qwen/Qwen3-VL-8B-Instruct` and `QWEN3-VL-8B-INSTRUCT` both find the bundled config; the launch uses the HF id."""
+    """`Qwen/Qwen3-VL-8B-Instruct` and `QWEN3-VL-8B-INSTRUCT` both find the bundled config; the launch
+    uses the HF id."""
     assert set(EXPECTED) <= set(bundled_models())
     a = load_model_facts("Qwen/Qwen3-VL-8B-Instruct")
     b = load_model_facts("QWEN3-VL-8B-INSTRUCT")
@@ -45,13 +46,29 @@ def test_moe_active_parameters_are_smaller_than_total():
 
 def test_a_local_model_directory_is_read_and_passed_as_the_model_path(tmp_path):
     """A directory with config.json: its facts, and the directory as --model-path; quantization is read."""
-    cfg = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32,
-           "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "num_local_experts": 8,
-           "num_experts_per_tok": 2, "vocab_size": 32000, "max_position_embeddings": 32768,
-           "quantization_config": {"quant_method": "fp8"}}
+    cfg = {
+        "architectures": ["MixtralForCausalLM"],
+        "model_type": "mixtral",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "vocab_size": 32000,
+        "max_position_embeddings": 32768,
+        "quantization_config": {"quant_method": "fp8"},
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     f = load_model_facts(str(tmp_path))
-    assert (f.arch, f.is_moe, f.multimodal, f.quant, f.path) == ("MixtralForCausalLM", True, False, "fp8", str(tmp_path))
+    assert (f.arch, f.is_moe, f.multimodal, f.quant, f.path) == (
+        "MixtralForCausalLM",
+        True,
+        False,
+        "fp8",
+        str(tmp_path),
+    )
     assert 40 <= f.params_b <= 50 and 11 <= f.active_params_b <= 15
 
 
@@ -59,9 +76,16 @@ def test_an_hf_cache_entry_is_found_without_downloading(tmp_path, monkeypatch):
     """An HF id that is in the local HF cache (hub layout) resolves offline."""
     snap = tmp_path / "models--acme--tiny-vlm" / "snapshots" / "abc123"
     snap.mkdir(parents=True)
-    (snap / "config.json").write_text(json.dumps({"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
-                                                  "text_config": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4},
-                                                  "vision_config": {"hidden_size": 32, "num_hidden_layers": 2}}))
+    (snap / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlavaForConditionalGeneration"],
+                "model_type": "llava",
+                "text_config": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4},
+                "vision_config": {"hidden_size": 32, "num_hidden_layers": 2},
+            }
+        )
+    )
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     f = load_model_facts("acme/tiny-vlm")
     assert (f.arch, f.multimodal, f.path) == ("LlavaForConditionalGeneration", True, "acme/tiny-vlm")

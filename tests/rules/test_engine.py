@@ -22,8 +22,14 @@ def test_layers_rule_preset_trial_pin_in_order(tmp_path):
     """A pin beats a trial, which beats a preset, which beats a rule; the chain records each."""
     preset = tmp_path / "p.yaml"
     preset.write_text("name: p\nsummary: s\nset:\n  prefill_decode_interval: 5\n")
-    res = resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version="0.5.23", preset=str(preset),
-                         trial={"prefill_decode_interval": 7}, sets=["prefill_decode_interval=9"])
+    res = resolve_launch(
+        "qwen3-vl-8b-instruct",
+        gpu="h200",
+        sglang_version="0.5.23",
+        preset=str(preset),
+        trial={"prefill_decode_interval": 7},
+        sets=["prefill_decode_interval=9"],
+    )
     chain = res.config.get("prefill_decode_interval").chain
     assert [(d.layer, d.value) for d in chain] == [("rule", 22), ("preset", 5), ("tuner", 7), ("pin", 9)]
     assert res.config.get("prefill_decode_interval").value == 9
@@ -33,8 +39,13 @@ def test_layers_rule_preset_trial_pin_in_order(tmp_path):
 def test_trial_breaking_a_require_rule_is_a_require_violation():
     """A tuner trial that breaks a require rule is never launched: RequireViolation."""
     with pytest.raises(RequireViolation) as info:
-        resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version="0.5.23", nnodes=2,
-                       trial={"mm_feature_transport": "cuda_ipc"})
+        resolve_launch(
+            "qwen3-vl-8b-instruct",
+            gpu="h200",
+            sglang_version="0.5.23",
+            nnodes=2,
+            trial={"mm_feature_transport": "cuda_ipc"},
+        )
     assert "cuda-ipc-transport-single-node" in info.value.message
     assert "tuner" in info.value.message
 
@@ -50,7 +61,9 @@ def test_pin_breaking_a_require_rule_names_both():
 
 def test_cycle_is_an_error_naming_the_rules(tmp_path):
     """Two rules that switch each other off are reported as a cycle."""
-    path = _rules_file(tmp_path, """
+    path = _rules_file(
+        tmp_path,
+        """
 rules:
   - id: test-a
     summary: a
@@ -62,7 +75,8 @@ rules:
     why: b
     when: {field.stream_interval: {is_set: false}}
     set: {schedule_policy: lpm}
-""")
+""",
+    )
     with pytest.raises(ConflictError) as info:
         resolve_launch("qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path])
     assert "test-a" in info.value.message and "test-b" in info.value.message
@@ -71,7 +85,9 @@ rules:
 
 def test_conflicting_rules_are_a_load_time_error(tmp_path):
     """Two rules that can match together and set one field differently fail at load time."""
-    path = _rules_file(tmp_path, """
+    path = _rules_file(
+        tmp_path,
+        """
 rules:
   - id: test-one
     summary: a
@@ -83,17 +99,22 @@ rules:
     why: b
     when: {gpu.memory_mib: {gte: 80000}}
     set: {schedule_policy: fcfs}
-""")
+""",
+    )
     with pytest.raises(ConflictError) as info:
         resolve_launch("qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path])
     assert "test-one" in info.value.message and "test-two" in info.value.message
     assert "supersedes" in info.value.help
 
 
-@pytest.mark.parametrize("second_when", ["{gpu.arch: sm80}", "{gpu.memory_mib: {lt: 1000}}", "{gpu.arch: {in: [sm100, sm80]}}"])
+@pytest.mark.parametrize(
+    "second_when", ["{gpu.arch: sm80}", "{gpu.memory_mib: {lt: 1000}}", "{gpu.arch: {in: [sm100, sm80]}}"]
+)
 def test_disjoint_rules_do_not_conflict(tmp_path, second_when):
     """Rules whose conditions cannot hold together may set one field differently."""
-    path = _rules_file(tmp_path, f"""
+    path = _rules_file(
+        tmp_path,
+        f"""
 rules:
   - id: test-one
     summary: a
@@ -105,14 +126,17 @@ rules:
     why: b
     when: {second_when}
     set: {{schedule_policy: fcfs}}
-""")
+""",
+    )
     res = resolve_launch("qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path])
     assert res.config.get("schedule_policy").decision.source == "test-one"
 
 
 def test_supersedes_orders_two_overlapping_rules(tmp_path):
     """With `supersedes`, the superseding rule wins and the other is reported as superseded."""
-    path = _rules_file(tmp_path, """
+    path = _rules_file(
+        tmp_path,
+        """
 rules:
   - id: test-one
     summary: a
@@ -125,7 +149,8 @@ rules:
     when: {gpu.memory_mib: {gte: 80000}}
     set: {schedule_policy: fcfs}
     supersedes: [test-one]
-""")
+""",
+    )
     res = resolve_launch("qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path])
     assert res.config.get("schedule_policy").value == "fcfs"
     outcome = {o.rule_id: o for o in res.config.outcomes}["test-one"]
@@ -138,13 +163,16 @@ def test_a_key_the_target_lacks_is_skipped_with_a_reason(tmp_path, catalogs):
     newest = max(catalogs, key=lambda c: len(c.fields))
     missing = sorted(set(newest.fields) - set(old.fields))
     field = next(f for f in missing if newest.fields[f].type == "int" and newest.fields[f].action == "store")
-    path = _rules_file(tmp_path, f"""
+    path = _rules_file(
+        tmp_path,
+        f"""
 rules:
   - id: test-new-field
     summary: a
     why: a
     set: {{{field}: 3}}
-""")
+""",
+    )
     res = resolve_launch("qwen3-8b", gpu="h200", sglang_version=old.sglang_version, rules_files=[path])
     assert res.config.get(field) is None
     assert f"--{field.replace('_', '-')}" not in res.argv()
@@ -181,7 +209,9 @@ def test_resolution_is_pure(monkeypatch):
 
 
 @pytest.mark.parametrize("gpu", ["h200", "h100-sxm:8", "a100-40gb", "l4", "b200"])
-@pytest.mark.parametrize("model", ["qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct", "qwen2.5-vl-3b-instruct", "llama-3.1-8b-instruct"])
+@pytest.mark.parametrize(
+    "model", ["qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct", "qwen2.5-vl-3b-instruct", "llama-3.1-8b-instruct"]
+)
 def test_every_value_is_explained_and_catalogued(gpu, model, catalogs):
     """Every resolved key has a decision chain ending in its value, and names a catalogued field or env var."""
     for catalog in catalogs:
@@ -194,22 +224,30 @@ def test_every_value_is_explained_and_catalogued(gpu, model, catalogs):
 
 def test_no_rules_gives_only_the_pins():
     """use_rules=False (the tuner's SGLang-defaults baseline) applies no rule."""
-    res = resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version="0.5.23", use_rules=False, sets=["max_running_requests=64"])
+    res = resolve_launch(
+        "qwen3-vl-8b-instruct", gpu="h200", sglang_version="0.5.23", use_rules=False, sets=["max_running_requests=64"]
+    )
     assert set(res.config.fields) == {"max_running_requests"} and not res.config.env
 
 
 def test_a_derived_value_follows_its_source_or_is_skipped(tmp_path):
     """`{from: FIELD}` copies the resolved source (clamped); with the source unset it is skipped, saying why."""
-    path = _rules_file(tmp_path, """
+    path = _rules_file(
+        tmp_path,
+        """
 rules:
   - id: test-derived
     summary: a
     why: a
     set: {cuda_graph_max_bs_prefill: {from: max_running_requests, max: 300}}
-""")
-    res = resolve_launch("qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path], sets=["max_running_requests=512"])
+""",
+    )
+    res = resolve_launch(
+        "qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path], sets=["max_running_requests=512"]
+    )
     assert res.config.get("cuda_graph_max_bs_prefill").value == 300
     res = resolve_launch("qwen3-8b", gpu="h200", sglang_version="0.5.23", rules_files=[path])
     assert res.config.get("cuda_graph_max_bs_prefill") is None
     assert [s.reason for s in res.config.skipped if s.key == "cuda_graph_max_bs_prefill"] == [
-        "derived from 'max_running_requests', which is unset"]
+        "derived from 'max_running_requests', which is unset"
+    ]

@@ -21,10 +21,14 @@ def _cases():
 
 def _resolve(case):
     return resolve_launch(
-        case["model"], gpu=case["gpu"], workload=case.get("workload"), sglang_version=case.get("sglang", "0.5.23"),
+        case["model"],
+        gpu=case["gpu"],
+        workload=case.get("workload"),
+        sglang_version=case.get("sglang", "0.5.23"),
         sets=[f"{k}={v}" for k, v in (case.get("set") or {}).items()],
         envs=[f"{k}={v}" for k, v in (case.get("env") or {}).items()],
-        nnodes=case.get("nnodes"), preset=case.get("preset"),
+        nnodes=case.get("nnodes"),
+        preset=case.get("preset"),
     )
 
 
@@ -43,7 +47,9 @@ def test_rule_case(case):
         assert got.value == want["value"], f"{key}: {got.value!r} != {want['value']!r}"
         assert got.decision.source == want["by"], f"{key} decided by {got.decision.source}, expected {want['by']}"
     for key in case.get("expect_unset") or []:
-        assert res.config.get(key) is None, f"{key} should be unset, got {res.config.get(key).value!r} by {res.config.get(key).decision.source}"
+        assert res.config.get(key) is None, (
+            f"{key} should be unset, got {res.config.get(key).value!r} by {res.config.get(key).decision.source}"
+        )
 
 
 def test_every_rule_appears_in_a_case_with_by(builtin_rules):

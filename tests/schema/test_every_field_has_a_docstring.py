@@ -21,7 +21,12 @@ def _models():
 
 def test_every_schema_field_has_a_docstring():
     """No field in servetune/schema/ lacks an attribute docstring."""
-    missing = [f"{m.__module__}.{m.__name__}.{name}" for m in _models() for name, info in m.model_fields.items() if not info.description]
+    missing = [
+        f"{m.__module__}.{m.__name__}.{name}"
+        for m in _models()
+        for name, info in m.model_fields.items()
+        if not info.description
+    ]
     assert not missing, missing
 
 

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "servetune" / "catalog"))
-from _sync_impl import to_json  # noqa: E402
+from _sync_impl import to_json
 
 ORACLE_MODEL_PATH = "oracle/qwen3-vl-stand-in"
 ARCHITECTURES = {
@@ -70,7 +70,7 @@ def parse(argvs: list[list[str]]) -> list[dict]:
         try:
             with contextlib.redirect_stderr(captured), _unresolved_construction(ServerArgs):
                 server_args = prepare_server_args(list(argv))
-        except (SystemExit, Exception) as exc:  # noqa: BLE001 - every failure is an answer
+        except (SystemExit, Exception) as exc:
             results.append({"ok": False, "error": _argparse_error(captured.getvalue(), exc), "values": {}})
             continue
         values = {name: to_json(getattr(server_args, name, None)) for name in names}
@@ -132,7 +132,7 @@ def qwen3vl(cases: list[dict]) -> list[dict]:
     for case in cases:
         try:
             results.append({"ok": True, "error": None, **_qwen3vl_case(case)})
-        except Exception as exc:  # noqa: BLE001 - reported per case
+        except Exception as exc:
             results.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
     return results
 

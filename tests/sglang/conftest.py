@@ -8,7 +8,6 @@ import pytest
 
 from servetune.catalog._harness import SETUP_COMMAND, harness_root, harness_versions
 
-
 HERE = Path(__file__).resolve().parent
 
 

@@ -58,7 +58,9 @@ def _ask(version: str, request: dict, timeout: float) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="servetune-oracle-") as tmp:
         answer = Path(tmp) / "answer.json"
         command = [*harness_command(version), str(_IMPL), str(answer)]
-        done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            command, input=json.dumps(request), capture_output=True, text=True, timeout=timeout, check=False
+        )
         if done.returncode != 0 or not answer.exists():
             tail = "\n".join(done.stderr.strip().splitlines()[-20:])
             raise OracleError(f"SGLang {version} oracle failed (exit {done.returncode}):\n{tail}")

@@ -14,7 +14,13 @@ from servetune.render import render_config_yaml
 from .oracle import harness_versions, parse_argvs
 
 GPUS = ["h200", "h100-sxm:8", "a100-40gb", "l4", "b200"]
-MODELS = ["qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct", "qwen2.5-vl-3b-instruct", "llama-3.1-8b-instruct", "qwen3-8b"]
+MODELS = [
+    "qwen3-vl-8b-instruct",
+    "qwen3-vl-30b-a3b-instruct",
+    "qwen2.5-vl-3b-instruct",
+    "llama-3.1-8b-instruct",
+    "qwen3-8b",
+]
 PINS = [
     [],
     ["max_running_requests=512"],
@@ -71,8 +77,13 @@ def test_config_yaml_gives_the_same_values_as_argv(tmp_path):
     """SGLang 0.5.23 reading servetune's --config YAML (plus the argv that must stay on the line)
     parses to the same fields as the plain argv."""
     version = "0.5.23"
-    resolutions = [resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version=version, sets=pins)
-                   for pins in (["max_running_requests=512"], ["cuda_graph_bs_decode=1,2,4,8", "mm_enable_dp_encoder=false", "disable_radix_cache=true"])]
+    resolutions = [
+        resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version=version, sets=pins)
+        for pins in (
+            ["max_running_requests=512"],
+            ["cuda_graph_bs_decode=1,2,4,8", "mm_enable_dp_encoder=false", "disable_radix_cache=true"],
+        )
+    ]
     argvs = []
     for i, res in enumerate(resolutions):
         text, rest = render_config_yaml(res.config, res.catalog, res.facts.model.path)

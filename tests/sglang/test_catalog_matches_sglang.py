@@ -15,13 +15,18 @@ from tests.sglang.oracle import parse_argvs
 def test_the_shipped_catalog_is_what_sglang_reports(tmp_path, sglang_versions, version):
     """Regenerating a snapshot from the installed release gives the shipped file, byte for byte."""
     if version not in sglang_versions:
-        pytest.skip(f"SGLang {version} is not in the harness; run SERVETUNE_SGLANG_VERSIONS={version} scripts/setup_sglang_cpu.sh")
+        pytest.skip(
+            f"SGLang {version} is not in the harness; "
+            f"run SERVETUNE_SGLANG_VERSIONS={version} scripts/setup_sglang_cpu.sh"
+        )
     fresh = sync(out_dir=tmp_path, harness_version=version).read_text(encoding="utf-8")
     shipped = catalog_dir().joinpath(f"{version}.json").read_text(encoding="utf-8")
     if fresh != shipped:
         diff = "".join(difflib.unified_diff(shipped.splitlines(True), fresh.splitlines(True), "shipped", "sglang", n=1))
-        pytest.fail(f"servetune/data/catalog/{version}.json is stale; run `servetune catalog sync --sglang-cpu {version}`\n"
-                    + diff[:4000])
+        pytest.fail(
+            f"servetune/data/catalog/{version}.json is stale; run `servetune catalog sync --sglang-cpu {version}`\n"
+            + diff[:4000]
+        )
 
 
 def _yaml_value(spec) -> str:
@@ -46,6 +51,9 @@ def test_config_file_ok_is_what_sglangs_yaml_merger_does(tmp_path, sglang_versio
         path.write_text(f"{spec.flag[2:]}: {_yaml_value(spec)}\n", encoding="utf-8")
         argvs.append(["--model-path", "m", "--config", str(path)])
     answers = parse_argvs(version, argvs)
-    wrong = [(s.name, s.config_file_ok, a["error"]) for s, a in zip(sample, answers)
-             if ("Unsupported config option" in (a["error"] or "")) == s.config_file_ok]
+    wrong = [
+        (s.name, s.config_file_ok, a["error"])
+        for s, a in zip(sample, answers)
+        if ("Unsupported config option" in (a["error"] or "")) == s.config_file_ok
+    ]
     assert not wrong

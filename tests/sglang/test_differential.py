@@ -21,8 +21,13 @@ from .oracle import qwen3vl_oracle
 pytestmark = pytest.mark.sglang
 
 VERSION = "0.5.23"
-PROFILE_FIELDS = ("mm_preprocess_cache_size_mb", "mm_feature_transport", "radix_eviction_policy",
-                  "prefill_decode_interval", "decode_attention_backend")
+PROFILE_FIELDS = (
+    "mm_preprocess_cache_size_mb",
+    "mm_feature_transport",
+    "radix_eviction_policy",
+    "prefill_decode_interval",
+    "decode_attention_backend",
+)
 PROFILE_ENV = ("SGLANG_VLM_CACHE_SIZE_MB", "SGLANG_MM_FEATURE_CACHE_MB")
 HARDWARE = {  # name: (arch, memory MiB)
     "h200": ("sm90", 143771),
@@ -32,7 +37,11 @@ HARDWARE = {  # name: (arch, memory MiB)
     "b200": ("sm100", 183359),
     "a100-80g": ("sm80", 81920),
 }
-MODELS = {"qwen3_vl": "qwen3-vl-8b-instruct", "qwen3_vl_moe": "qwen3-vl-30b-a3b-instruct", "qwen2_5_vl": "qwen2.5-vl-7b-instruct"}
+MODELS = {
+    "qwen3_vl": "qwen3-vl-8b-instruct",
+    "qwen3_vl_moe": "qwen3-vl-30b-a3b-instruct",
+    "qwen2_5_vl": "qwen2.5-vl-7b-instruct",
+}
 USER_ARGS = [
     [],
     ["--max-running-requests", "512"],
@@ -54,7 +63,12 @@ USER_ARGS = [
     ["--cuda-graph-bs-decode", "1", "2", "4", "8", "--max-running-requests", "512"],
     ["--prefill-decode-interval", "5"],
 ]
-ENVS = [{}, {"SGLANG_VLM_CACHE_SIZE_MB": "100"}, {"SGLANG_VLM_CACHE_SIZE_MB": "0"}, {"SGLANG_MM_FEATURE_CACHE_MB": "2048"}]
+ENVS = [
+    {},
+    {"SGLANG_VLM_CACHE_SIZE_MB": "100"},
+    {"SGLANG_VLM_CACHE_SIZE_MB": "0"},
+    {"SGLANG_MM_FEATURE_CACHE_MB": "2048"},
+]
 
 
 def _grid() -> list[dict]:
@@ -66,8 +80,15 @@ def _grid() -> list[dict]:
     for args, env in itertools.product(USER_ARGS, ENVS):
         cases.append({"hw": "h200", "model": "qwen3_vl", "nnodes": 1, "args": args, "env": env})
     # every user value on other memory sizes, the MoE variant and two nodes
-    for args, (hw, model, nnodes) in itertools.product(USER_ARGS, [("h100-80g", "qwen3_vl_moe", 1), ("h20-96g", "qwen3_vl", 2),
-                                                                   ("hopper-48g", "qwen3_vl", 1), ("b200", "qwen3_vl", 1)]):
+    for args, (hw, model, nnodes) in itertools.product(
+        USER_ARGS,
+        [
+            ("h100-80g", "qwen3_vl_moe", 1),
+            ("h20-96g", "qwen3_vl", 2),
+            ("hopper-48g", "qwen3_vl", 1),
+            ("b200", "qwen3_vl", 1),
+        ],
+    ):
         if nnodes > 1 and "cuda_ipc" in args:
             continue  # servetune refuses it (require rule cuda-ipc-transport-single-node); SGLang fails at start
         cases.append({"hw": hw, "model": model, "nnodes": nnodes, "args": args, "env": {}})
@@ -91,15 +112,27 @@ def _pins(args: list[str]) -> list[str]:
 def _servetune(case: dict):
     arch, mem = HARDWARE[case["hw"]]
     hw = HardwareProfile(gpu=GpuFacts(name=case["hw"], arch=arch, memory_mib=mem, count=1))
-    return resolve_launch(MODELS[case["model"]], hardware=hw, sglang_version=VERSION, sets=_pins(case["args"]),
-                          envs=[f"{k}={v}" for k, v in case["env"].items()], nnodes=case["nnodes"])
+    return resolve_launch(
+        MODELS[case["model"]],
+        hardware=hw,
+        sglang_version=VERSION,
+        sets=_pins(case["args"]),
+        envs=[f"{k}={v}" for k, v in case["env"].items()],
+        nnodes=case["nnodes"],
+    )
 
 
 def _oracle_case(case: dict, argv: list[str], env: dict) -> dict:
     arch, mem = HARDWARE[case["hw"]]
     nnodes = [] if "--nnodes" in argv else ["--nnodes", str(case["nnodes"])]
-    return {"sm90": arch == "sm90", "gpu_mem_mib": mem, "model_type": case["model"], "is_multimodal": True,
-            "argv": argv + nnodes, "env": env}
+    return {
+        "sm90": arch == "sm90",
+        "gpu_mem_mib": mem,
+        "model_type": case["model"],
+        "is_multimodal": True,
+        "argv": argv + nnodes,
+        "env": env,
+    }
 
 
 def _user_value(args: list[str], field: str):
@@ -146,7 +179,7 @@ def test_servetune_decides_what_sglang_decides(grid, catalogs):
 def test_sglang_has_nothing_left_to_change_on_servetunes_launch(grid):
     """servetune's argv and env, fed back to SGLang: no declaration, no env write, same decode graph."""
     problems = []
-    for case, res, first, again in grid:
+    for case, _res, first, again in grid:
         if again["declared"] or again["env_set"]:
             problems.append((case, "declared", again["declared"], again["env_set"]))
         if again["decode_max_bs"] != first["decode_max_bs"]:

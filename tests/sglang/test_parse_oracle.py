@@ -76,7 +76,10 @@ def test_config_yaml_accepts_only_single_value_options(parsed):
     """SGLang's `--config` YAML takes a store field and rejects a BooleanOptionalAction one."""
     single, optional = parsed["0.5.23", "yaml-single-value"], parsed["0.5.23", "yaml-boolean-optional"]
     assert single["ok"] and single["values"]["radix_eviction_policy"] == "priority"
-    assert optional["error"] == "ValueError: Unsupported config option 'mm_enable_dp_encoder' with action 'BooleanOptionalAction'"
+    assert (
+        optional["error"]
+        == "ValueError: Unsupported config option 'mm_enable_dp_encoder' with action 'BooleanOptionalAction'"
+    )
 
 
 def test_a_missing_release_is_a_clear_error():

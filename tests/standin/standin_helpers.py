@@ -17,11 +17,19 @@ STANDIN_CMD = [sys.executable, "-m", "servetune.standin"]
 
 
 @contextlib.contextmanager
-def standin(run_dir: Path, *flags: str, knobs: dict[str, object] | None = None, env: dict[str, str] | None = None) -> Iterator[ServerHandle]:
+def standin(
+    run_dir: Path, *flags: str, knobs: dict[str, object] | None = None, env: dict[str, str] | None = None
+) -> Iterator[ServerHandle]:
     """A running stand-in with `flags`; knobs become SERVETUNE_STANDIN_* env vars."""
     extra = {f"SERVETUNE_STANDIN_{k}": str(v) for k, v in (knobs or {}).items()}
-    opts = LaunchOptions(sglang_cmd=STANDIN_CMD, run_dir=run_dir, startup_timeout_s=20, stop_grace_s=3,
-                         wait_gpu_release=False, extra_env=extra)
+    opts = LaunchOptions(
+        sglang_cmd=STANDIN_CMD,
+        run_dir=run_dir,
+        startup_timeout_s=20,
+        stop_grace_s=3,
+        wait_gpu_release=False,
+        extra_env=extra,
+    )
     with start_server(["--model-path", "standin/model", *flags], env or {}, {}, opts) as server:
         yield server
 
@@ -32,7 +40,9 @@ def image_url(i: int, size: int = 60_000) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(payload).decode()
 
 
-def drive(url: str, n: int, concurrency: int, max_tokens: int = 32, images: list[str] | None = None) -> dict[str, float]:
+def drive(
+    url: str, n: int, concurrency: int, max_tokens: int = 32, images: list[str] | None = None
+) -> dict[str, float]:
     """Send n streamed chat requests, `concurrency` at a time; request throughput and mean TTFT (s)."""
     import httpx
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
 
 import httpx
 import pytest
@@ -14,8 +12,17 @@ from standin_helpers import STANDIN_CMD, image_url, standin
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    flags = ("--max-running-requests", "8", "--cuda-graph-max-bs-decode", "64", "--some-future-flag", "x",
-             "--enable-metrics", "--api-key", "sk-test")
+    flags = (
+        "--max-running-requests",
+        "8",
+        "--cuda-graph-max-bs-decode",
+        "64",
+        "--some-future-flag",
+        "x",
+        "--enable-metrics",
+        "--api-key",
+        "sk-test",
+    )
     with standin(tmp_path_factory.mktemp("standin"), *flags) as handle:
         yield handle
 
@@ -43,9 +50,20 @@ def test_health_and_info_endpoints(server):
 
 def test_streamed_chat_has_chunks_done_and_usage(server):
     """SSE chunks with content, a finish chunk, a usage chunk when asked, then [DONE]; images count 1000 tokens."""
-    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "one two three"},
-                                                       {"type": "image_url", "image_url": {"url": image_url(1)}}]}],
-            "max_tokens": 40, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "one two three"},
+                    {"type": "image_url", "image_url": {"url": image_url(1)}},
+                ],
+            }
+        ],
+        "max_tokens": 40,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, headers=AUTH) as resp:
         assert resp.headers["content-type"] == "text/event-stream"
         events = [line[6:] for line in resp.iter_lines() if line.startswith("data: ")]
@@ -60,12 +78,17 @@ def test_streamed_chat_has_chunks_done_and_usage(server):
 
 def test_non_streamed_chat_completions_and_generate(server):
     """Plain JSON answers for chat, completions and SGLang's native /generate."""
-    chat = httpx.post(server.url + "/v1/chat/completions", headers=AUTH,
-                      json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}).json()
+    chat = httpx.post(
+        server.url + "/v1/chat/completions",
+        headers=AUTH,
+        json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5},
+    ).json()
     assert chat["usage"]["completion_tokens"] == 5 and chat["choices"][0]["message"]["role"] == "assistant"
     comp = httpx.post(server.url + "/v1/completions", headers=AUTH, json={"prompt": "a b", "max_tokens": 3}).json()
     assert len(comp["choices"][0]["text"].split()) == 3
-    gen = httpx.post(server.url + "/generate", headers=AUTH, json={"text": "x", "sampling_params": {"max_new_tokens": 4}}).json()
+    gen = httpx.post(
+        server.url + "/generate", headers=AUTH, json={"text": "x", "sampling_params": {"max_new_tokens": 4}}
+    ).json()
     assert gen["meta_info"]["completion_tokens"] == 4
 
 
@@ -85,6 +108,11 @@ def test_it_starts_in_well_under_a_second(tmp_path):
 
 def test_a_bad_knob_is_a_clear_usage_error():
     """A malformed SERVETUNE_STANDIN_* value names the variable and exits non-zero."""
-    out = subprocess.run([*STANDIN_CMD, "--model-path", "m"], env={"SERVETUNE_STANDIN_CRASH_AFTER": "many", "PATH": ""},
-                         capture_output=True, text=True, timeout=20)
+    out = subprocess.run(
+        [*STANDIN_CMD, "--model-path", "m"],
+        env={"SERVETUNE_STANDIN_CRASH_AFTER": "many", "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert out.returncode == 1 and "SERVETUNE_STANDIN_CRASH_AFTER='many' is not a valid int" in out.stderr

@@ -23,8 +23,9 @@ def measure(tmp_path, name, *flags, images=None):
 
 def test_resolution_of_unset_fields_and_the_deliberate_cap():
     """Unset fields get the stand-in's defaults; the decode graph is capped to max_running_requests."""
-    ns, unknown = build_parser().parse_known_args(["--model-path", "m", "--max-running-requests", "16",
-                                                   "--cuda-graph-max-bs-decode", "64", "--future-flag"])
+    ns, unknown = build_parser().parse_known_args(
+        ["--model-path", "m", "--max-running-requests", "16", "--cuda-graph-max-bs-decode", "64", "--future-flag"]
+    )
     r = resolve(ns)
     assert unknown == ["--future-flag"]
     assert (r["cuda_graph_max_bs_decode"], r["chunked_prefill_size"], r["mm_feature_transport"]) == (16, 8192, "cpu")
@@ -62,10 +63,13 @@ def test_single_use_images_prefer_cuda_ipc_and_repeated_images_prefer_the_cpu_ca
 
 def test_too_much_static_memory_dies_at_start_with_a_cuda_oom():
     """--mem-fraction-static above 0.92 exits 1 with the CUDA OOM marker in its log."""
-    out = subprocess.run([*STANDIN_CMD, "--model-path", "m", "--mem-fraction-static", "0.95", "--port", "1"],
-                         capture_output=True, text=True, timeout=20)
+    out = subprocess.run(
+        [*STANDIN_CMD, "--model-path", "m", "--mem-fraction-static", "0.95", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert out.returncode == 1 and "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" in out.stderr
-
 
 
 def test_noise_is_seeded():

@@ -69,11 +69,32 @@ def space_file(tmp_path: Path) -> Path:
     return path
 
 
-def tune_argv(workload_file: Path, space_file: Path, run_dir: Path, *extra: str, trials: int = 8, seed: int = 1) -> list[str]:
+def tune_argv(
+    workload_file: Path, space_file: Path, run_dir: Path, *extra: str, trials: int = 8, seed: int = 1
+) -> list[str]:
     return [
-        sys.executable, "-m", "servetune", "tune", "--model", MODEL, "--gpu", GPU, "--workload", str(workload_file),
-        "--space", str(space_file), "--trials", str(trials), "--sglang-cmd", STANDIN, "--run-dir", str(run_dir),
-        "--seed", str(seed), "--quiet", *extra,
+        sys.executable,
+        "-m",
+        "servetune",
+        "tune",
+        "--model",
+        MODEL,
+        "--gpu",
+        GPU,
+        "--workload",
+        str(workload_file),
+        "--space",
+        str(space_file),
+        "--trials",
+        str(trials),
+        "--sglang-cmd",
+        STANDIN,
+        "--run-dir",
+        str(run_dir),
+        "--seed",
+        str(seed),
+        "--quiet",
+        *extra,
     ]
 
 

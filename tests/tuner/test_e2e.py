@@ -30,8 +30,20 @@ def study_run(tmp_path_factory):
     space.write_text(conftest.SPACE)
     env = dict(os.environ, SERVETUNE_STANDIN_TIME_SCALE="0.5", SERVETUNE_RUNS_DIR=str(tmp / "runs"))
     run_dir = tmp / "run"
-    argv = tune_argv(workload, space, run_dir, "--slo", f"p99_ttft_ms<={SLO_MS:g}", "--confirm", "1",
-                     "--out", str(tmp / "best.yaml"), "--json", trials=10, seed=SEED)
+    argv = tune_argv(
+        workload,
+        space,
+        run_dir,
+        "--slo",
+        f"p99_ttft_ms<={SLO_MS:g}",
+        "--confirm",
+        "1",
+        "--out",
+        str(tmp / "best.yaml"),
+        "--json",
+        trials=10,
+        seed=SEED,
+    )
     code, data, stderr = run_tune(argv, env)
     assert code == 0, stderr
     return {"data": data, "tmp": tmp, "run_dir": run_dir, "stderr": stderr}
@@ -77,12 +89,18 @@ def test_oom_trials_are_infeasible_records_with_class_and_log_tail(study_run):
 def test_a_config_identical_to_a_failed_one_is_not_relaunched(study_run):
     storage = f"sqlite:///{study_run['run_dir'] / 'study.db'}"
     trials = load_trials(storage)
-    failed = {t.user_attrs["config_hash"]: t.number for t in trials if t.state.name == "FAIL" and "duplicate_of" not in t.user_attrs}
+    failed = {
+        t.user_attrs["config_hash"]: t.number
+        for t in trials
+        if t.state.name == "FAIL" and "duplicate_of" not in t.user_attrs
+    }
     for t in trials:
         if "duplicate_of" in t.user_attrs and t.state.name == "FAIL":
             assert failed[t.user_attrs["config_hash"]] == t.user_attrs["duplicate_of"]
             assert not (Path(t.user_attrs["run_dir"]) / "server.log").exists()
-    hashes = [t.user_attrs.get("config_hash") for t in trials if t.state.name == "FAIL" and "duplicate_of" not in t.user_attrs]
+    hashes = [
+        t.user_attrs.get("config_hash") for t in trials if t.state.name == "FAIL" and "duplicate_of" not in t.user_attrs
+    ]
     assert len(hashes) == len(set(hashes)), "a failed config was launched twice"
 
 
@@ -108,16 +126,31 @@ def test_the_report_reads_the_study_back(study_run, tmp_path):
     import subprocess
 
     storage = f"sqlite:///{study_run['run_dir'] / 'study.db'}"
-    out = subprocess.run([sys.executable, "-m", "servetune", "tune", "report", "--storage", storage, "--out-dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "servetune", "tune", "report", "--storage", storage, "--out-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "tuned/baseline" in out.stdout and "oom" in out.stdout
     assert (tmp_path / "summary.json").exists() and (tmp_path / "history.html").exists()
 
 
 def test_pareto_objectives_report_a_front_and_gpu_sets(tune_env, workload_file, space_file, tmp_path):
-    argv = tune_argv(workload_file, space_file, tmp_path / "run", "--objective", "throughput,p99_ttft", "--confirm", "0",
-                     "--json", "--gpus", "0,1", trials=5)
+    argv = tune_argv(
+        workload_file,
+        space_file,
+        tmp_path / "run",
+        "--objective",
+        "throughput,p99_ttft",
+        "--confirm",
+        "0",
+        "--json",
+        "--gpus",
+        "0,1",
+        trials=5,
+    )
     code, data, stderr = run_tune(argv, tune_env)
     assert code == 0, stderr
     assert [o["direction"] for o in data["objectives"]] == ["maximize", "minimize"]

@@ -11,10 +11,14 @@ from pathlib import Path
 from tests.tuner.conftest import load_trials, run_tune, tune_argv
 
 
-def test_crashing_servers_are_recorded_as_failed_trials_and_nothing_is_written(tune_env, workload_file, space_file, tmp_path):
+def test_crashing_servers_are_recorded_as_failed_trials_and_nothing_is_written(
+    tune_env, workload_file, space_file, tmp_path
+):
     env = dict(tune_env, SERVETUNE_STANDIN_CRASH_AFTER="3")
     run_dir = tmp_path / "run"
-    code, data, stderr = run_tune(tune_argv(workload_file, space_file, run_dir, "--json", "--confirm", "0", trials=3), env)
+    code, data, stderr = run_tune(
+        tune_argv(workload_file, space_file, run_dir, "--json", "--confirm", "0", trials=3), env
+    )
     assert code == 0, stderr
     assert data["best"] is None and data["ratio"] is None
     # --trials counts launches: a config proposed again (here the defaults, the same as the rules) is reused
@@ -24,7 +28,10 @@ def test_crashing_servers_are_recorded_as_failed_trials_and_nothing_is_written(t
         if t["params"].get("mem_fraction_static") != 0.94:
             assert t["failure"]["class"] == "crash", t["failure"]
             assert t["failure"]["log_tail"]
-    code, _, stderr = run_tune(tune_argv(workload_file, space_file, run_dir, "--out", str(tmp_path / "b.yaml"), "--confirm", "0", trials=3), env)
+    code, _, stderr = run_tune(
+        tune_argv(workload_file, space_file, run_dir, "--out", str(tmp_path / "b.yaml"), "--confirm", "0", trials=3),
+        env,
+    )
     assert code == 1 and "no feasible trial" in stderr and "Traceback" not in stderr
 
 
@@ -37,7 +44,9 @@ def _wait(predicate, timeout):
     return False
 
 
-def test_resume_after_kill_9_keeps_completed_trials_and_fails_the_interrupted_one(tune_env, workload_file, space_file, tmp_path):
+def test_resume_after_kill_9_keeps_completed_trials_and_fails_the_interrupted_one(
+    tune_env, workload_file, space_file, tmp_path
+):
     run_dir = tmp_path / "run"
     storage = f"sqlite:///{run_dir / 'study.db'}"
     argv = tune_argv(workload_file, space_file, run_dir, "--confirm", "0", "--no-prune", trials=5)
@@ -48,7 +57,11 @@ def test_resume_after_kill_9_keeps_completed_trials_and_fails_the_interrupted_on
     def two_done_one_running():
         trials = _trials_so_far(run_dir, storage)
         done = [t for t in trials if t.state.name == "COMPLETE"]
-        running = [t for t in trials if t.state.name == "RUNNING" and (Path(t.user_attrs.get("run_dir", "/nonexistent")) / "server.pid").exists()]
+        running = [
+            t
+            for t in trials
+            if t.state.name == "RUNNING" and (Path(t.user_attrs.get("run_dir", "/nonexistent")) / "server.pid").exists()
+        ]
         return len(done) >= 2 and bool(running)
 
     try:
@@ -85,7 +98,7 @@ def _trials_so_far(run_dir: Path, storage: str) -> list:
         return []
     try:
         return load_trials(storage)
-    except Exception:  # noqa: BLE001 - the study may not exist yet
+    except Exception:
         return []
 
 
@@ -101,7 +114,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_ctrl_c_stops_the_server_marks_the_trial_interrupted_and_resume_retries_it(tune_env, workload_file, space_file, tmp_path):
+def test_ctrl_c_stops_the_server_marks_the_trial_interrupted_and_resume_retries_it(
+    tune_env, workload_file, space_file, tmp_path
+):
     """SIGINT (Ctrl-C) while a trial's server starts: exit 130, that server's group is gone, the trial
     is FAIL `interrupted` with a retry queued, stderr says how to resume and how to read the trials
     so far; the resumed study keeps the completed trials and runs the retry."""
@@ -109,7 +124,9 @@ def test_ctrl_c_stops_the_server_marks_the_trial_interrupted_and_resume_retries_
     storage = f"sqlite:///{run_dir / 'study.db'}"
     argv = tune_argv(workload_file, space_file, run_dir, "--confirm", "0", "--no-prune", trials=4)
     slow_start = {**tune_env, "SERVETUNE_STANDIN_START_DELAY_S": "3"}
-    proc = subprocess.Popen([*argv, "--json"], env=slow_start, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*argv, "--json"], env=slow_start, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     running_pid: list[int] = []
 
     def one_done_one_starting():
@@ -133,7 +150,11 @@ def test_ctrl_c_stops_the_server_marks_the_trial_interrupted_and_resume_retries_
     assert f"servetune tune report --storage {storage}" in err and "--json" in err
     assert _wait(lambda: not _alive(running_pid[0]), 10), "the interrupted trial's server is still running"
     before = {t.number: t for t in load_trials(storage)}
-    stopped = [t for t in before.values() if t.state.name == "FAIL" and (t.user_attrs.get("failure") or {}).get("class") == "interrupted"]
+    stopped = [
+        t
+        for t in before.values()
+        if t.state.name == "FAIL" and (t.user_attrs.get("failure") or {}).get("class") == "interrupted"
+    ]
     assert len(stopped) == 1
     completed = {n: t.values for n, t in before.items() if t.state.name == "COMPLETE"}
     assert completed

@@ -27,38 +27,47 @@ def _float(low, high, **kw):
     return FloatDistribution.model_validate({"float": [low, high], **kw})
 
 
-@pytest.mark.parametrize("value, dist, expected", [
-    (2048, _choice(8, 16, 32, 64, 128), 128),            # auto max_running_requests far above the list
-    (40, _choice(16, 32, 64), 32),                        # nearest on a log scale: 40/32 < 64/40
-    (48, _choice(16, 32, 64), 64),
-    (True, _choice(False, True), True),                   # a bool stays a bool, never 1
-    (1, _choice(0.5, 1.0), 1.0),                          # an int among float choices: the listed float
-    (None, _choice(None, 64, 128), None),                 # auto is a choice
-    ("lpm", _choice("fcfs", "lpm"), "lpm"),
-    ("dfs-weight", _choice("fcfs", "lpm"), UNKNOWN),      # not a choice and not a number
-    (2048, _int(32, 1024, log=True), 1024),               # clipped into the range
-    (13, _int(0, 32, step=4), 12),                        # onto the step grid
-    (0.8387624218749999, _float(0.70, 0.92, step=0.01), 0.84),
-    ("fast", _int(0, 8), UNKNOWN),
-])
+@pytest.mark.parametrize(
+    "value, dist, expected",
+    [
+        (2048, _choice(8, 16, 32, 64, 128), 128),  # auto max_running_requests far above the list
+        (40, _choice(16, 32, 64), 32),  # nearest on a log scale: 40/32 < 64/40
+        (48, _choice(16, 32, 64), 64),
+        (True, _choice(False, True), True),  # a bool stays a bool, never 1
+        (1, _choice(0.5, 1.0), 1.0),  # an int among float choices: the listed float
+        (None, _choice(None, 64, 128), None),  # auto is a choice
+        ("lpm", _choice("fcfs", "lpm"), "lpm"),
+        ("dfs-weight", _choice("fcfs", "lpm"), UNKNOWN),  # not a choice and not a number
+        (2048, _int(32, 1024, log=True), 1024),  # clipped into the range
+        (13, _int(0, 32, step=4), 12),  # onto the step grid
+        (0.8387624218749999, _float(0.70, 0.92, step=0.01), 0.84),
+        ("fast", _int(0, 8), UNKNOWN),
+    ],
+)
 def test_snap_places_a_reported_value_in_the_space(value, dist, expected):
     got = snap(value, dist)
-    assert (got is expected) if expected is UNKNOWN or expected is None or isinstance(expected, bool) else got == expected
+    assert (
+        (got is expected) if expected is UNKNOWN or expected is None or isinstance(expected, bool) else got == expected
+    )
     assert type(got) is type(expected) or expected is UNKNOWN
 
 
 def test_neighbours_differ_in_exactly_one_field():
-    space = {"mrr": _int(32, 1024, log=True), "graph": _choice(None, 64, 128), "mem": _float(0.70, 0.92, step=0.01),
-             "interval": _int(0, 32, step=2)}
+    space = {
+        "mrr": _int(32, 1024, log=True),
+        "graph": _choice(None, 64, 128),
+        "mem": _float(0.70, 0.92, step=0.01),
+        "interval": _int(0, 32, step=2),
+    }
     start = {"mrr": 1024, "graph": None, "mem": 0.84, "interval": 0}
     found = neighbours(space, start)
     for n in found:
         assert sum(n[k] != start[k] for k in start) == 1, n
     moves = {k: sorted((n[k] for n in found if n[k] != start[k]), key=repr) for k in start}
-    assert moves["mrr"] == [512]                          # half; double is past the bound
+    assert moves["mrr"] == [512]  # half; double is past the bound
     assert moves["graph"] == [128, 64]
-    assert moves["mem"] == [0.78, 0.9]                    # 0.84 -+ 0.055, onto the 0.01 grid
-    assert moves["interval"] == [8]                       # a quarter of the range up; down is below 0
+    assert moves["mem"] == [0.78, 0.9]  # 0.84 -+ 0.055, onto the 0.01 grid
+    assert moves["interval"] == [8]  # a quarter of the range up; down is below 0
 
 
 def test_propose_skips_what_was_tried_and_ends_when_all_were():
@@ -79,18 +88,36 @@ def test_effective_params_from_a_real_sglang_server_info():
     None at the top level and the scheduler's figure sits under another key; the decode graph
     width is not reported, which the shipped spaces cover with a null (auto) choice."""
     info = json.loads((REPO / "docs/h200/launch8b/server_info.json").read_text())
-    space = {"max_running_requests": _int(32, 1024, log=True), "mem_fraction_static": _float(0.70, 0.92, step=0.01),
-             "chunked_prefill_size": _choice(None, 2048, 4096, 8192, 16384), "cuda_graph_max_bs_decode": _choice(None, 64, 128),
-             "schedule_policy": _choice("fcfs", "lpm"), "SGLANG_VLM_CACHE_SIZE_MB": _choice(0, 100, 1024)}
+    space = {
+        "max_running_requests": _int(32, 1024, log=True),
+        "mem_fraction_static": _float(0.70, 0.92, step=0.01),
+        "chunked_prefill_size": _choice(None, 2048, 4096, 8192, 16384),
+        "cuda_graph_max_bs_decode": _choice(None, 64, 128),
+        "schedule_policy": _choice("fcfs", "lpm"),
+        "SGLANG_VLM_CACHE_SIZE_MB": _choice(0, 100, 1024),
+    }
     got = effective_params(space, {}, info, {"SGLANG_VLM_CACHE_SIZE_MB": "100"})
-    assert got == {"max_running_requests": 1024, "mem_fraction_static": 0.84, "chunked_prefill_size": 8192,
-                   "cuda_graph_max_bs_decode": None, "schedule_policy": "fcfs", "SGLANG_VLM_CACHE_SIZE_MB": 100}
+    assert got == {
+        "max_running_requests": 1024,
+        "mem_fraction_static": 0.84,
+        "chunked_prefill_size": 8192,
+        "cuda_graph_max_bs_decode": None,
+        "schedule_policy": "fcfs",
+        "SGLANG_VLM_CACHE_SIZE_MB": 100,
+    }
     # env values arrive as text: a bool choice reads "1", a number outside the list is snapped
     flags = {"SGLANG_ENABLE_X": _choice(False, True), "SGLANG_VLM_CACHE_SIZE_MB": _choice(0, 100, 1024)}
     assert effective_params(flags, {}, info, {"SGLANG_ENABLE_X": "1", "SGLANG_VLM_CACHE_SIZE_MB": "200"}) == {
-        "SGLANG_ENABLE_X": True, "SGLANG_VLM_CACHE_SIZE_MB": 100}
+        "SGLANG_ENABLE_X": True,
+        "SGLANG_VLM_CACHE_SIZE_MB": 100,
+    }
     # the baseline's own values win over the report
-    assert effective_params(space, {"chunked_prefill_size": 4096}, info, {"SGLANG_VLM_CACHE_SIZE_MB": "0"})["chunked_prefill_size"] == 4096
+    assert (
+        effective_params(space, {"chunked_prefill_size": 4096}, info, {"SGLANG_VLM_CACHE_SIZE_MB": "0"})[
+            "chunked_prefill_size"
+        ]
+        == 4096
+    )
     # a field neither set nor reported (and no auto choice): no full config
     assert effective_params({"cuda_graph_max_bs_decode": _choice(64, 128)}, {}, info, {}) is None
 
@@ -106,11 +133,11 @@ def _run(tmp_path, monkeypatch, **options):
     """A study whose launch + benchmark is a function of the config (the boundary this file does
     not cross; tests/tuner/test_e2e.py launches real stand-in servers), reporting what the
     stand-in's /server_info reports for the same flags."""
-    from tests.tuner.conftest import SPACE, WORKLOAD
     from servetune.standin import expected_throughput
     from servetune.standin._config import build_parser, resolve
     from servetune.tuner import TuneOptions, Tuner, loop
     from servetune.tuner._evaluate import Failure, Measurement
+    from tests.tuner.conftest import SPACE, WORKLOAD
 
     monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
     (tmp_path / "w.yaml").write_text(WORKLOAD)
@@ -118,15 +145,30 @@ def _run(tmp_path, monkeypatch, **options):
 
     def model_measure(res, **_):
         argv = list(res.argv())
-        v = expected_throughput(argv, concurrency=64, input_tokens=128, output_tokens=64, requests=128).request_throughput
+        v = expected_throughput(
+            argv, concurrency=64, input_tokens=128, output_tokens=64, requests=128
+        ).request_throughput
         if v is None:
             return Measurement(failure=Failure("oom", "CUDA out of memory"))
-        return Measurement(metrics={"comparable_request_throughput": v, "completed": 128},
-                           server_info=resolve(build_parser().parse_args(argv)))
+        return Measurement(
+            metrics={"comparable_request_throughput": v, "completed": 128},
+            server_info=resolve(build_parser().parse_args(argv)),
+        )
 
     monkeypatch.setattr(loop, "measure", model_measure)
-    tuner = Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload=str(tmp_path / "w.yaml"), space_file=str(tmp_path / "space.yaml"),
-                              seed=3, confirm_rounds=0, prune=False, run_dir=tmp_path / "study", **options))
+    tuner = Tuner(
+        TuneOptions(
+            model="qwen3-8b",
+            gpu="h200",
+            workload=str(tmp_path / "w.yaml"),
+            space_file=str(tmp_path / "space.yaml"),
+            seed=3,
+            confirm_rounds=0,
+            prune=False,
+            run_dir=tmp_path / "study",
+            **options,
+        )
+    )
     tuner.run()
     return tuner, tuner.study.get_trials(deepcopy=False)
 

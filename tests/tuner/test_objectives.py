@@ -36,8 +36,11 @@ def test_slo_violation_is_an_optuna_constraint_value():
 
 
 def test_the_tune_command_imports_no_optuna_launcher_or_bench_at_cli_start():
-    code = ("import sys, servetune.cli; "
-            "bad = [m for m in ('optuna', 'sqlalchemy', 'servetune.tuner', 'servetune.launch', 'servetune.bench', 'httpx') if m in sys.modules]; "
-            "print(bad)")
+    code = (
+        "import sys, servetune.cli; "
+        "bad = [m for m in ('optuna', 'sqlalchemy', 'servetune.tuner', 'servetune.launch', 'servetune.bench', 'httpx') "
+        "if m in sys.modules]; "
+        "print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

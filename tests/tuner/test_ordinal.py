@@ -38,14 +38,22 @@ def test_index_and_value_map_both_ways_through_an_optuna_trial():
     import optuna
     from optuna.distributions import CategoricalDistribution, IntDistribution
 
-    space = build_space(catalog=CATALOG, space_sets=[
-        "chunked_prefill_size=choice(8192,2048,16384,4096)", "schedule_policy=choice(fcfs,lpm)",
-        "SGLANG_VLM_CACHE_SIZE_MB=choice(null,100)",
-    ])
+    space = build_space(
+        catalog=CATALOG,
+        space_sets=[
+            "chunked_prefill_size=choice(8192,2048,16384,4096)",
+            "schedule_policy=choice(fcfs,lpm)",
+            "SGLANG_VLM_CACHE_SIZE_MB=choice(null,100)",
+        ],
+    )
     assert to_optuna(space.params["chunked_prefill_size"].distribution) == IntDistribution(0, 3)
     assert isinstance(to_optuna(space.params["schedule_policy"].distribution), CategoricalDistribution)
     values = {"chunked_prefill_size": 4096, "schedule_policy": "lpm", "SGLANG_VLM_CACHE_SIZE_MB": None}
-    assert encode_params(space, values) == {"chunked_prefill_size": 1, "schedule_policy": "lpm", "SGLANG_VLM_CACHE_SIZE_MB": None}
+    assert encode_params(space, values) == {
+        "chunked_prefill_size": 1,
+        "schedule_policy": "lpm",
+        "SGLANG_VLM_CACHE_SIZE_MB": None,
+    }
     with pytest.raises(ValueError, match="not among the choices"):
         encode_params(space, {"chunked_prefill_size": 1024})
     with pytest.raises(ValueError):
@@ -63,8 +71,9 @@ def test_index_and_value_map_both_ways_through_an_optuna_trial():
     frozen = study.trials[0]
     assert decode_params(frozen.params, frozen.distributions, space.as_dict()) == values
     # a study made before the ordinal encoding stored the value as a category: kept as is
-    assert decode_params({"chunked_prefill_size": 4096}, {"chunked_prefill_size": CategoricalDistribution([8192, 4096])},
-                         space.as_dict()) == {"chunked_prefill_size": 4096}
+    assert decode_params(
+        {"chunked_prefill_size": 4096}, {"chunked_prefill_size": CategoricalDistribution([8192, 4096])}, space.as_dict()
+    ) == {"chunked_prefill_size": 4096}
     for _ in range(20):
         sampled = suggest(study.ask(), space)
         assert sampled["chunked_prefill_size"] in (2048, 4096, 8192, 16384)
@@ -84,11 +93,24 @@ def tuned(tmp_path, monkeypatch):
     def fake_measure(resolution, **_):
         req = resolution.requested()
         value = float(req.get("chunked_prefill_size") or 1000) / 100 + float(req.get("mem_fraction_static") or 0.5)
-        return Measurement(metrics={"comparable_request_throughput": value, "request_throughput": value, "completed": 8})
+        return Measurement(
+            metrics={"comparable_request_throughput": value, "request_throughput": value, "completed": 8}
+        )
 
     monkeypatch.setattr(loop, "measure", fake_measure)
-    tuner = Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload="text-chat", space_file=str(tmp_path / "space.yaml"),
-                              trials=6, seed=3, confirm_rounds=0, study="ordinal", run_dir=tmp_path / "run"))
+    tuner = Tuner(
+        TuneOptions(
+            model="qwen3-8b",
+            gpu="h200",
+            workload="text-chat",
+            space_file=str(tmp_path / "space.yaml"),
+            trials=6,
+            seed=3,
+            confirm_rounds=0,
+            study="ordinal",
+            run_dir=tmp_path / "run",
+        )
+    )
     result = tuner.run()
     study = optuna.load_study(study_name="ordinal", storage=tuner.storage_url)
     return tuner, result, study
@@ -170,13 +192,31 @@ def test_a_study_stored_with_categorical_choices_does_not_resume(tuned, tmp_path
     old = optuna.create_study(study_name="old", storage=url, direction="maximize")
     for key, value in study.user_attrs.items():
         old.set_user_attr(key, value)
-    old.add_trial(optuna.trial.create_trial(
-        params={"chunked_prefill_size": 4096, "max_running_requests": 32},
-        distributions={"chunked_prefill_size": CategoricalDistribution([8192, 2048, 16384, 4096]),
-                       "max_running_requests": IntDistribution(8, 128, log=True)},
-        value=1.0, user_attrs={"source": "sampler"}))
-    again = Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload="text-chat", space_file=tuner.o.space_file,
-                              trials=8, seed=3, confirm_rounds=0, study="old", storage=url, run_dir=tmp_path / "old"))
+    old.add_trial(
+        optuna.trial.create_trial(
+            params={"chunked_prefill_size": 4096, "max_running_requests": 32},
+            distributions={
+                "chunked_prefill_size": CategoricalDistribution([8192, 2048, 16384, 4096]),
+                "max_running_requests": IntDistribution(8, 128, log=True),
+            },
+            value=1.0,
+            user_attrs={"source": "sampler"},
+        )
+    )
+    again = Tuner(
+        TuneOptions(
+            model="qwen3-8b",
+            gpu="h200",
+            workload="text-chat",
+            space_file=tuner.o.space_file,
+            trials=8,
+            seed=3,
+            confirm_rounds=0,
+            study="old",
+            storage=url,
+            run_dir=tmp_path / "old",
+        )
+    )
     with pytest.raises(TuningError, match="stored as categories"):
         again.prepare()
     # its report still reads: a category is already the value

@@ -25,7 +25,9 @@ def postgres_url() -> str:
     if url:
         return url
     try:
-        out = subprocess.run([str(ROOT / "scripts" / "postgres.sh"), "start"], capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [str(ROOT / "scripts" / "postgres.sh"), "start"], capture_output=True, text=True, timeout=300
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"no PostgreSQL: {exc}")
     if out.returncode != 0:
@@ -33,14 +35,26 @@ def postgres_url() -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgres_url, tune_env, workload_file, space_file, tmp_path):
+def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(
+    postgres_url, tune_env, workload_file, space_file, tmp_path
+):
     pytest.importorskip("psycopg2")
     study = f"pg-workers-{uuid.uuid4().hex[:8]}"
     trials = 6
     procs = []
     for worker in range(2):
-        argv = tune_argv(workload_file, space_file, tmp_path / f"w{worker}", "--storage", postgres_url, "--study", study,
-                         "--confirm", "0", trials=trials)
+        argv = tune_argv(
+            workload_file,
+            space_file,
+            tmp_path / f"w{worker}",
+            "--storage",
+            postgres_url,
+            "--study",
+            study,
+            "--confirm",
+            "0",
+            trials=trials,
+        )
         procs.append(subprocess.Popen(argv, env=tune_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for p in procs:
         _, err = p.communicate(timeout=240)
@@ -51,8 +65,12 @@ def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(postgre
     numbers = [t.number for t in rows]
     assert numbers == list(range(len(rows)))
     assert not [t for t in rows if t.state.name in ("RUNNING", "WAITING")], "a trial was left unfinished"
-    counted = [t for t in rows if (t.state.name != "FAIL" or t.user_attrs["failure"]["class"] != "worker_lost")
-               and "duplicate_of" not in t.user_attrs]  # --trials counts launches
+    counted = [
+        t
+        for t in rows
+        if (t.state.name != "FAIL" or t.user_attrs["failure"]["class"] != "worker_lost")
+        and "duplicate_of" not in t.user_attrs
+    ]  # --trials counts launches
     assert trials <= len(counted) <= trials + 1  # a worker may ask while the other tells the last one
     sources = [t.user_attrs.get("source") for t in rows]
     assert sources.count("rules") == 1 and sources.count("defaults") == 1

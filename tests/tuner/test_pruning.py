@@ -8,8 +8,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.tuner.conftest import WORKLOAD
 from servetune.tuner._pruning import PRUNE_MARGINS, BestRelativePruner, Checkpoints, checkpoints, window_ready
+from tests.tuner.conftest import WORKLOAD
 
 
 def _study(direction: str = "maximize", margins=PRUNE_MARGINS, concurrency: int | None = 64) -> optuna.Study:
@@ -88,21 +88,37 @@ def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path,
         value = 100.0 if not calls else (42.0 if len(calls) % 2 else 30.0)
         calls.append(value)
         for step in range(2, workload.requests + 1, 2):  # the builtin client asks every requests//50
-            partial = {"comparable_request_throughput": value, "completed": step,
-                       "steady_completed": max(0, int(0.9 * step) - 64)}
+            partial = {
+                "comparable_request_throughput": value,
+                "completed": step,
+                "steady_completed": max(0, int(0.9 * step) - 64),
+            }
             if step < workload.requests and should_stop(step, partial):
                 return Measurement(metrics={**partial, "stopped_early": True}, stopped_early=True)
         return Measurement(metrics={"comparable_request_throughput": value, "completed": workload.requests})
 
     monkeypatch.setattr(loop, "measure", fake_measure)
-    tuner = Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload=str(workload_file), space_file=str(space_file),
-                              trials=5, seed=1, confirm_rounds=0, run_dir=tmp_path / "study", client="builtin"))
+    tuner = Tuner(
+        TuneOptions(
+            model="qwen3-8b",
+            gpu="h200",
+            workload=str(workload_file),
+            space_file=str(space_file),
+            trials=5,
+            seed=1,
+            confirm_rounds=0,
+            run_dir=tmp_path / "study",
+            client="builtin",
+        )
+    )
     tuner.run()
     trials = tuner.study.get_trials(deepcopy=False)
     base = [t for t in trials if t.user_attrs.get("source") == "rules"]
     assert base and base[0].state == TrialState.COMPLETE
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
-    assert {t.user_attrs["metrics"]["comparable_request_throughput"] for t in pruned} == {42.0, 30.0}, [t.state for t in trials]
+    assert {t.user_attrs["metrics"]["comparable_request_throughput"] for t in pruned} == {42.0, 30.0}, [
+        t.state for t in trials
+    ]
     for t in pruned:
         at = t.user_attrs["pruned_at"]
         assert min(t.intermediate_values) == 64  # every trial's first look: the end of the first wave

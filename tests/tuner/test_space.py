@@ -16,7 +16,9 @@ CATALOG = Catalog(
         "mem_fraction_static": FieldSpec(name="mem_fraction_static", flag="--mem-fraction-static", type="float"),
         "schedule_policy": FieldSpec(name="schedule_policy", flag="--schedule-policy", choices=["fcfs", "lpm", "lof"]),
         "chunked_prefill_size": FieldSpec(name="chunked_prefill_size", flag="--chunked-prefill-size", type="int"),
-        "enable_mixed_chunk": FieldSpec(name="enable_mixed_chunk", flag="--enable-mixed-chunk", type="bool", action="store_true"),
+        "enable_mixed_chunk": FieldSpec(
+            name="enable_mixed_chunk", flag="--enable-mixed-chunk", type="bool", action="store_true"
+        ),
     },
     env={"SGLANG_VLM_CACHE_SIZE_MB": EnvSpec(name="SGLANG_VLM_CACHE_SIZE_MB", type="int")},
 )
@@ -24,7 +26,9 @@ CATALOG = Catalog(
 
 def test_compact_forms_parse_into_the_yaml_models():
     assert parse_compact("max_running_requests=int(32,512,log)") == (
-        "max_running_requests", IntDistribution.model_validate({"int": [32, 512], "log": True}))
+        "max_running_requests",
+        IntDistribution.model_validate({"int": [32, 512], "log": True}),
+    )
     name, dist = parse_compact("mem_fraction_static=float(0.7, 0.9, step=0.01)")
     assert isinstance(dist, FloatDistribution) and dist.bounds == (0.7, 0.9) and dist.step == 0.01
     name, dist = parse_compact("schedule_policy=choice(fcfs,lpm)")
@@ -33,13 +37,16 @@ def test_compact_forms_parse_into_the_yaml_models():
     assert dist.choices == (True, False, None)
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("max_running_requests=int(32)", "two bounds"),
-    ("max_running_requests=int(512,32)", "low <= high"),
-    ("max_running_requests=int(0,8,log)", "log: true"),
-    ("max_running_requests=ints(1,2)", "cannot parse"),
-    ("x=float(1,2,stp=1)", "unknown option"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("max_running_requests=int(32)", "two bounds"),
+        ("max_running_requests=int(512,32)", "low <= high"),
+        ("max_running_requests=int(0,8,log)", "log: true"),
+        ("max_running_requests=ints(1,2)", "cannot parse"),
+        ("x=float(1,2,stp=1)", "unknown option"),
+    ],
+)
 def test_bad_compact_forms_say_what_to_write(text, fragment):
     with pytest.raises(SpecError) as err:
         parse_compact(text)
@@ -61,8 +68,11 @@ def test_choices_are_checked_against_sglang_choices():
 
 
 def test_pinned_fields_are_left_out_and_reported():
-    space = build_space(catalog=CATALOG, pinned={"max_running_requests"},
-                        space_sets=["max_running_requests=int(1,8)", "mem_fraction_static=float(0.7,0.9)"])
+    space = build_space(
+        catalog=CATALOG,
+        pinned={"max_running_requests"},
+        space_sets=["max_running_requests=int(1,8)", "mem_fraction_static=float(0.7,0.9)"],
+    )
     assert list(space.params) == ["mem_fraction_static"]
     assert "pinned" in space.dropped["max_running_requests"]
 
@@ -72,24 +82,40 @@ def test_shipped_default_drops_fields_the_version_lacks_but_user_fields_must_exi
     space = build_space(catalog=CATALOG, default=default)
     assert "cuda_graph_max_bs_decode" in space.dropped and "max_running_requests" in space.params
     with pytest.raises(UnknownNameError):
-        build_space(catalog=CATALOG, workload_tune={"cuda_graph_max_bs_decode": IntDistribution.model_validate({"int": [1, 2]})})
+        build_space(
+            catalog=CATALOG, workload_tune={"cuda_graph_max_bs_decode": IntDistribution.model_validate({"int": [1, 2]})}
+        )
 
 
 def test_shipped_spaces_cover_the_named_topics():
     assert {"text", "multimodal"} <= set(shipped_spaces())
     mm = load_shipped_space("multimodal")
-    for name in ("max_running_requests", "mem_fraction_static", "cuda_graph_max_bs_decode", "chunked_prefill_size",
-                 "mm_feature_transport", "SGLANG_VLM_CACHE_SIZE_MB", "prefill_decode_interval"):
+    for name in (
+        "max_running_requests",
+        "mem_fraction_static",
+        "cuda_graph_max_bs_decode",
+        "chunked_prefill_size",
+        "mm_feature_transport",
+        "SGLANG_VLM_CACHE_SIZE_MB",
+        "prefill_decode_interval",
+    ):
         assert name in mm
 
 
 def test_baseline_values_map_into_the_space_or_are_recorded_as_fixed():
-    space = build_space(catalog=CATALOG, space_sets=[
-        "max_running_requests=int(32,512,log)", "mem_fraction_static=float(0.7,0.9,step=0.05)",
-        "schedule_policy=choice(fcfs,lpm)", "SGLANG_VLM_CACHE_SIZE_MB=choice(0,100)", "chunked_prefill_size=choice(null,2048)",
-    ])
-    params, fixed = baseline_params(space, {"max_running_requests": 1024, "mem_fraction_static": 0.85,
-                                            "SGLANG_VLM_CACHE_SIZE_MB": "0"})
+    space = build_space(
+        catalog=CATALOG,
+        space_sets=[
+            "max_running_requests=int(32,512,log)",
+            "mem_fraction_static=float(0.7,0.9,step=0.05)",
+            "schedule_policy=choice(fcfs,lpm)",
+            "SGLANG_VLM_CACHE_SIZE_MB=choice(0,100)",
+            "chunked_prefill_size=choice(null,2048)",
+        ],
+    )
+    params, fixed = baseline_params(
+        space, {"max_running_requests": 1024, "mem_fraction_static": 0.85, "SGLANG_VLM_CACHE_SIZE_MB": "0"}
+    )
     assert params == {"mem_fraction_static": 0.85, "SGLANG_VLM_CACHE_SIZE_MB": 0, "chunked_prefill_size": None}
     assert fixed == {"max_running_requests": 1024, "schedule_policy": None}
 
@@ -99,8 +125,12 @@ def test_a_presets_tune_block_joins_the_space(tmp_path):
     from servetune.tuner.loop import _preset_tune
 
     preset = tmp_path / "p.yaml"
-    preset.write_text("name: p\nsummary: s\nset: {schedule_policy: lpm}\ntune:\n  chunked_prefill_size: {choice: [2048, 4096]}\n")
-    space = build_space(catalog=CATALOG, preset_tune=_preset_tune(str(preset)), space_sets=["mem_fraction_static=float(0.7,0.9)"])
+    preset.write_text(
+        "name: p\nsummary: s\nset: {schedule_policy: lpm}\ntune:\n  chunked_prefill_size: {choice: [2048, 4096]}\n"
+    )
+    space = build_space(
+        catalog=CATALOG, preset_tune=_preset_tune(str(preset)), space_sets=["mem_fraction_static=float(0.7,0.9)"]
+    )
     assert set(space.params) == {"chunked_prefill_size", "mem_fraction_static"}
     assert _preset_tune("text-chat-latency")["max_running_requests"] == IntDistribution(int=(32, 256), log=True)
 
@@ -114,6 +144,9 @@ def test_a_shipped_workloads_space_drops_fields_an_older_release_lacks(catalogs)
     block = load_workload("single-image-stream").tune
     assert "prefill_decode_interval" in block
     space = build_space(catalog=old, workload_tune=block, shipped_blocks=["workload"])
-    assert "prefill_decode_interval" not in space.params and "not in SGLang 0.5.17" in space.dropped["prefill_decode_interval"]
+    assert (
+        "prefill_decode_interval" not in space.params
+        and "not in SGLang 0.5.17" in space.dropped["prefill_decode_interval"]
+    )
     with pytest.raises(UnknownNameError):
         build_space(catalog=old, workload_tune=block)

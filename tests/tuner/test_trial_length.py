@@ -28,15 +28,30 @@ def measured(tmp_path, monkeypatch) -> list[int | None]:
 
 def _tuner(tmp_path, workload: str, **kw) -> Tuner:
     (tmp_path / "w.yaml").write_text(workload)
-    return Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload=str(tmp_path / "w.yaml"), space_file=str(tmp_path / "space.yaml"),
-                             trials=2, seed=0, confirm_rounds=0, prune=False, run_dir=tmp_path / "study", **kw))
+    return Tuner(
+        TuneOptions(
+            model="qwen3-8b",
+            gpu="h200",
+            workload=str(tmp_path / "w.yaml"),
+            space_file=str(tmp_path / "space.yaml"),
+            trials=2,
+            seed=0,
+            confirm_rounds=0,
+            prune=False,
+            run_dir=tmp_path / "study",
+            **kw,
+        )
+    )
 
 
-@pytest.mark.parametrize(("extra", "options", "expected"), [
-    ("", {}, 128),                                 # the workload's requests
-    ("tune_requests: 768\n", {}, 768),             # its tune_requests
-    ("tune_requests: 768\n", {"requests": 256}, 256),  # --requests wins
-])
+@pytest.mark.parametrize(
+    ("extra", "options", "expected"),
+    [
+        ("", {}, 128),  # the workload's requests
+        ("tune_requests: 768\n", {}, 768),  # its tune_requests
+        ("tune_requests: 768\n", {"requests": 256}, 256),  # --requests wins
+    ],
+)
 def test_requests_per_trial(tmp_path, measured, extra, options, expected):
     tuner = _tuner(tmp_path, WORKLOAD + extra, **options)
     tuner.run()
