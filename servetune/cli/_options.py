@@ -1,12 +1,15 @@
 """Options shared by the commands that resolve a launch (resolve, explain, launch, bench, tune).
 
-    from servetune.cli._options import ResolveOpts, resolve_from_opts
-    def cmd(model: ModelOpt, gpu: GpuOpt = None, ...):
-        res = resolve_from_opts(ResolveOpts(model=model, gpu=gpu, ...))
+from servetune.cli._options import ResolveOpts, resolve_from_opts
+def cmd(model: ModelOpt, gpu: GpuOpt = None, ...):
+    res = resolve_from_opts(ResolveOpts(model=model, gpu=gpu, ...))
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -15,25 +18,88 @@ import typer
 
 HW, MODEL, WORK, OUT, TUNE = "Hardware", "Model", "Workload", "Output", "Tuning"
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Bundled model name, HF id, or local model directory (holding config.json).", rich_help_panel=MODEL)]
-GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="Named GPU profile, e.g. h200 or h100-sxm:8 (see `servetune hardware --list`). Without --gpu/--hardware, NVML detects this machine's GPUs.", rich_help_panel=HW)]
-HardwareOpt = Annotated[Optional[Path], typer.Option("--hardware", help="Hardware profile file written by `servetune hardware --save`.", rich_help_panel=HW)]
-WorkloadOpt = Annotated[Optional[str], typer.Option("--workload", "-w", help="Workload name or file; its facts (e.g. single-use vs repeated images) feed the rules.", rich_help_panel=WORK)]
-VersionOpt = Annotated[Optional[str], typer.Option("--sglang-version", help="Target SGLang version (default: the installed SGLang if it has a catalog, else the newest catalog).", rich_help_panel=MODEL)]
-PresetOpt = Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset name or file (applied above rules, below --set).", rich_help_panel=MODEL)]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Pin an SGLang field: FIELD=VALUE (repeatable). Pins win over everything but `require` rules.", rich_help_panel=MODEL)]
-EnvOpt = Annotated[Optional[list[str]], typer.Option("--env", "-e", help="Pin an env var: NAME=VALUE (repeatable).", rich_help_panel=MODEL)]
-NnodesOpt = Annotated[Optional[int], typer.Option("--nnodes", min=1, help="Nodes the server spans (pins nnodes).", rich_help_panel=HW)]
-TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel size (pins tp_size).", rich_help_panel=HW)]
-RulesOpt = Annotated[Optional[list[Path]], typer.Option("--rules", help="Extra rule file (repeatable).", rich_help_panel=MODEL)]
-NoRulesOpt = Annotated[bool, typer.Option("--no-rules", help="Apply no rules: SGLang's own defaults plus preset and pins.", rich_help_panel=MODEL)]
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Bundled model name, HF id, or local model directory (holding config.json).",
+        rich_help_panel=MODEL,
+    ),
+]
+GpuOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--gpu",
+        help="Named GPU profile, e.g. h200 or h100-sxm:8 (see `servetune hardware --list`). "
+        "Without --gpu/--hardware, NVML detects this machine's GPUs.",
+        rich_help_panel=HW,
+    ),
+]
+HardwareOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--hardware", help="Hardware profile file written by `servetune hardware --save`.", rich_help_panel=HW
+    ),
+]
+WorkloadOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--workload",
+        "-w",
+        help="Workload name or file; its facts (e.g. single-use vs repeated images) feed the rules.",
+        rich_help_panel=WORK,
+    ),
+]
+VersionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--sglang-version",
+        help="Target SGLang version (default: the installed SGLang if it has a catalog, else the newest catalog).",
+        rich_help_panel=MODEL,
+    ),
+]
+PresetOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--preset", "-p", help="Preset name or file (applied above rules, below --set).", rich_help_panel=MODEL
+    ),
+]
+SetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--set",
+        "-s",
+        help="Pin an SGLang field: FIELD=VALUE (repeatable). Pins win over everything but `require` rules.",
+        rich_help_panel=MODEL,
+    ),
+]
+EnvOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--env", "-e", help="Pin an env var: NAME=VALUE (repeatable).", rich_help_panel=MODEL),
+]
+NnodesOpt = Annotated[
+    Optional[int], typer.Option("--nnodes", min=1, help="Nodes the server spans (pins nnodes).", rich_help_panel=HW)
+]
+TpOpt = Annotated[
+    Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel size (pins tp_size).", rich_help_panel=HW)
+]
+RulesOpt = Annotated[
+    Optional[list[Path]], typer.Option("--rules", help="Extra rule file (repeatable).", rich_help_panel=MODEL)
+]
+NoRulesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-rules", help="Apply no rules: SGLang's own defaults plus preset and pins.", rich_help_panel=MODEL
+    ),
+]
 
 
 @dataclass
 class ResolveOpts:
-    """The options above, gathered."""
+    """The resolve options, gathered (one per command run)."""
 
-    model: str
+    model: str | None = None
     gpu: str | None = None
     hardware: Path | None = None
     workload: str | None = None
@@ -47,18 +113,89 @@ class ResolveOpts:
     no_rules: bool = False
 
     def kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for `servetune.api.resolve_launch`."""
+        """Keyword arguments for `servetune.context.Context.build` (all but the model)."""
         return dict(
-            gpu=self.gpu, hardware=self.hardware, workload=self.workload, sglang_version=self.sglang_version,
-            preset=self.preset, sets=self.sets or [], envs=self.envs or [], nnodes=self.nnodes, tp=self.tp,
-            rules_files=self.rules or [], use_rules=not self.no_rules,
+            gpu=self.gpu,
+            hardware=self.hardware,
+            workload=self.workload,
+            sglang_version=self.sglang_version,
+            preset=self.preset,
+            sets=self.sets or [],
+            envs=self.envs or [],
+            nnodes=self.nnodes,
+            tp=self.tp,
+            rules_files=self.rules or [],
+            use_rules=not self.no_rules,
         )
+
+    def context(self, **overrides: Any):
+        """Build the command's `Context` (detection, catalogs, rules, preset: all the reading, once)."""
+        from servetune.context import Context
+
+        kwargs = self.kwargs()
+        kwargs.update(overrides)
+        return Context.build(self.model, **kwargs)
+
+
+_RESOLVE_PARAMS: dict[str, tuple[Any, Any]] = {
+    "model": (ModelOpt, ...),
+    "gpu": (GpuOpt, None),
+    "hardware": (HardwareOpt, None),
+    "workload": (WorkloadOpt, None),
+    "sglang_version": (VersionOpt, None),
+    "preset": (PresetOpt, None),
+    "sets": (SetOpt, None),
+    "envs": (EnvOpt, None),
+    "nnodes": (NnodesOpt, None),
+    "tp": (TpOpt, None),
+    "rules": (RulesOpt, None),
+    "no_rules": (NoRulesOpt, False),
+}
+
+
+def resolve_options(*, exclude: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the resolve options, declared once here: the command takes `opts: ResolveOpts`.
+
+        @app.command("resolve")
+        @resolve_options()
+        def resolve_cmd(opts: ResolveOpts, fmt: FormatOpt = ...):
+            ctx = opts.context()
+
+    Options in `exclude` are left out (a command that declares its own `--model` or `--workload`
+    sets them on `opts` itself). Typer reads the wrapper's signature: the command's own parameters
+    (less `opts`), then the resolve options.
+    """
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "opts"]
+        taken = {p.name for p in own}
+        names = [n for n in _RESOLVE_PARAMS if n not in exclude and n not in taken]
+        shared = [
+            inspect.Parameter(
+                n, inspect.Parameter.KEYWORD_ONLY, annotation=_RESOLVE_PARAMS[n][0], default=_RESOLVE_PARAMS[n][1]
+            )
+            for n in names
+        ]
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+        # parameters without a default first: Python's signature rules, though all are keyword-only
+        params = [p for p in own + shared if p.default is inspect.Parameter.empty]
+        params += [p for p in own + shared if p.default is not inspect.Parameter.empty]
+
+        @functools.wraps(func)
+        def wrapper(**kwargs: Any) -> Any:
+            gathered = {n: kwargs.pop(n) for n in names}
+            for key in ("sets", "envs", "rules"):
+                if key in gathered:
+                    gathered[key] = gathered[key] or []
+            return func(opts=ResolveOpts(**gathered), **kwargs)
+
+        wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+
+    return decorate
 
 
 def resolve_from_opts(opts: ResolveOpts, **overrides: Any):
-    """Resolve a launch from CLI options (`servetune.api.resolve_launch`)."""
-    from servetune.api import resolve_launch
-
-    kwargs = opts.kwargs()
-    kwargs.update(overrides)
-    return resolve_launch(opts.model, **kwargs)
+    """Resolve once from CLI options (`opts.context(**overrides).resolve()`)."""
+    return opts.context(**overrides).resolve()

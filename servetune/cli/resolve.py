@@ -10,23 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from servetune.cli._options import (
-    OUT,
-    EnvOpt,
-    GpuOpt,
-    HardwareOpt,
-    ModelOpt,
-    NnodesOpt,
-    NoRulesOpt,
-    PresetOpt,
-    ResolveOpts,
-    RulesOpt,
-    SetOpt,
-    TpOpt,
-    VersionOpt,
-    WorkloadOpt,
-    resolve_from_opts,
-)
+from servetune.cli._options import OUT, ResolveOpts, resolve_options
 
 
 class Format(str, Enum):
@@ -53,11 +37,18 @@ def resolution_json(res) -> dict[str, Any]:
     decisions = []
     for resolved in list(res.config.fields.values()) + list(res.config.env.values()):
         d = resolved.decision
-        decisions.append({
-            "field": resolved.key, "kind": resolved.kind, "value": resolved.value, "layer": d.layer,
-            "source": d.source, "location": d.location, "reason": d.reason,
-            "replaced": [{"value": p.value, "layer": p.layer, "source": p.source} for p in resolved.chain[:-1]],
-        })
+        decisions.append(
+            {
+                "field": resolved.key,
+                "kind": resolved.kind,
+                "value": resolved.value,
+                "layer": d.layer,
+                "source": d.source,
+                "location": d.location,
+                "reason": d.reason,
+                "replaced": [{"value": p.value, "layer": p.layer, "source": p.source} for p in resolved.chain[:-1]],
+            }
+        )
     return {
         "sglang_version": res.config.sglang_version,
         "argv": res.argv(),
@@ -70,19 +61,21 @@ def resolution_json(res) -> dict[str, Any]:
 
 def _header(res) -> str:
     g, m = res.facts.gpu, res.facts.model
-    return (f"# {m.path} ({m.type}, {m.params_b:g}B{' MoE' if m.is_moe else ''}{', multimodal' if m.multimodal else ''}) "
-            f"on {g.count}x {g.name} ({g.arch}, {g.memory_mib / 1024:.1f} GiB), SGLang {res.config.sglang_version}, "
-            f"workload {res.facts.workload.name}")
+    return (
+        f"# {m.path} ({m.type}, {m.params_b:g}B{' MoE' if m.is_moe else ''}{', multimodal' if m.multimodal else ''}) "
+        f"on {g.count}x {g.name} ({g.arch}, {g.memory_mib / 1024:.1f} GiB), SGLang {res.config.sglang_version}, "
+        f"workload {res.facts.workload.name}"
+    )
 
 
 def print_table(res) -> None:
     """Launch line, env and the decisions table (human output)."""
+    import shutil
+
     from rich.console import Console
     from rich.table import Table
 
     from servetune.render import render_shell
-
-    import shutil
 
     width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
     console = Console(highlight=False, soft_wrap=True, width=max(width, 100))
@@ -124,8 +117,14 @@ def emit(res, fmt: Format, out: Optional[Path]) -> None:
 
         body, rest = render_config_yaml(res.config, res.catalog, res.facts.model.path)
         env = res.env()
-        cmd = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), "python -m sglang.launch_server --config",
-                        shlex.quote(str(out) if out else "config.yaml"), *(shlex.quote(a) for a in rest)])
+        cmd = " ".join(
+            [
+                *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+                "python -m sglang.launch_server --config",
+                shlex.quote(str(out) if out else "config.yaml"),
+                *(shlex.quote(a) for a in rest),
+            ]
+        )
         text = f"# SGLang --config file from servetune. Launch with:\n#   {cmd}\n" + body
     else:
         text = json.dumps(resolution_json(res), indent=2, default=str) + "\n"
@@ -140,44 +139,43 @@ def register(app: typer.Typer) -> None:
     """Add `resolve` and `explain`."""
 
     @app.command("resolve")
+    @resolve_options()
     def resolve_cmd(
-        model: ModelOpt,
-        gpu: GpuOpt = None,
-        hardware: HardwareOpt = None,
-        workload: WorkloadOpt = None,
-        sglang_version: VersionOpt = None,
-        preset: PresetOpt = None,
-        set_: SetOpt = None,
-        env: EnvOpt = None,
-        nnodes: NnodesOpt = None,
-        tp: TpOpt = None,
-        rules: RulesOpt = None,
-        no_rules: NoRulesOpt = False,
-        fmt: Annotated[Format, typer.Option("--format", "-f", help="table (launch line + decisions), args, shell, env, yaml (SGLang --config), json.", rich_help_panel=OUT)] = Format.table,
-        out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write to this file instead of stdout.", rich_help_panel=OUT)] = None,
+        opts: ResolveOpts,
+        fmt: Annotated[
+            Format,
+            typer.Option(
+                "--format",
+                "-f",
+                help="table (launch line + decisions), args, shell, env, yaml (SGLang --config), json.",
+                rich_help_panel=OUT,
+            ),
+        ] = Format.table,
+        out: Annotated[
+            Optional[Path],
+            typer.Option("--out", "-o", help="Write to this file instead of stdout.", rich_help_panel=OUT),
+        ] = None,
     ) -> None:
         """Resolve an explained, validated SGLang launch for a model, GPU, workload and SGLang version."""
-        opts = ResolveOpts(model, gpu, hardware, workload, sglang_version, preset, set_ or [], env or [], nnodes, tp, rules or [], no_rules)
-        emit(resolve_from_opts(opts), fmt, out)
+        emit(opts.context().resolve(), fmt, out)
 
     @app.command("explain")
+    @resolve_options()
     def explain_cmd(
-        field: Annotated[Optional[str], typer.Argument(help="SGLang field or SGLANG_* env var; all decided ones when omitted.")] = None,
-        model: ModelOpt = ...,
-        gpu: GpuOpt = None,
-        hardware: HardwareOpt = None,
-        workload: WorkloadOpt = None,
-        sglang_version: VersionOpt = None,
-        preset: PresetOpt = None,
-        set_: SetOpt = None,
-        env: EnvOpt = None,
-        nnodes: NnodesOpt = None,
-        tp: TpOpt = None,
-        rules: RulesOpt = None,
-        run: Annotated[Optional[Path], typer.Option("--run", help="A launch's run directory: also show what SGLang itself changed (/server_info).", rich_help_panel=OUT)] = None,
+        opts: ResolveOpts,
+        field: Annotated[
+            Optional[str], typer.Argument(help="SGLang field or SGLANG_* env var; all decided ones when omitted.")
+        ] = None,
+        run: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--run",
+                help="A launch's run directory: also show what SGLang itself changed (/server_info).",
+                rich_help_panel=OUT,
+            ),
+        ] = None,
     ) -> None:
         """Show the decision chain behind each value: layer, rule and location, matched facts, what it replaced."""
         from servetune.cli._explain import explain
 
-        opts = ResolveOpts(model, gpu, hardware, workload, sglang_version, preset, set_ or [], env or [], nnodes, tp, rules or [])
-        explain(resolve_from_opts(opts), field, run)
+        explain(opts.context().resolve(), field, run)

@@ -1,0 +1,292 @@
+"""The facts, catalog, rules, preset and pins of one command, gathered once; resolving is pure.
+
+    from servetune.context import Context
+    ctx = Context.build("qwen3-vl-8b-instruct", gpu="h200", workload="single-image-stream")
+    res = ctx.resolve()                                   # the rules' launch
+    res = ctx.resolve(trial={"chunked_prefill_size": 4096})  # a tuner trial on top
+    res = ctx.resolve(use_rules=False)                    # SGLang's own defaults + preset + pins
+
+`Context.build` does all the reading: NVML detection (when neither `gpu` nor `hardware` is
+given), the model's config.json, the workload file, the field catalogs, the rule files and the
+preset. `Context.resolve` reads nothing: the tuner builds one context per study and resolves
+every trial, baseline and confirmation run from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servetune.errors import SpecError
+from servetune.schema.catalog import Catalog
+from servetune.schema.decision import ResolvedConfig
+from servetune.schema.facts import (
+    DeploymentFacts,
+    Facts,
+    HardwareProfile,
+    SglangFacts,
+    WorkloadFacts,
+    sglang_memory_defaults,
+)
+from servetune.schema.preset import Preset
+
+if TYPE_CHECKING:
+    from servetune.rules.engine import LayerInput
+    from servetune.rules.loader import RuleSet
+    from servetune.schema.workload import Workload
+
+__all__ = ["Context", "Resolution", "parse_assignments", "workload_facts"]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A resolved launch: facts, the config with provenance, and its target catalog."""
+
+    facts: Facts
+    config: ResolvedConfig
+    catalog: Catalog
+    hardware: HardwareProfile
+    preset: Preset | None = None
+    rules: RuleSet | None = None
+    """The `RuleSet` resolved with (for `explain`)."""
+
+    @property
+    def pinned(self) -> frozenset[str]:
+        """Names the user pinned."""
+        return self.config.pinned
+
+    def argv(self) -> list[str]:
+        """Flags after `python -m sglang.launch_server`."""
+        from servetune.render import render_argv
+
+        return render_argv(self.config, self.catalog, self.facts.model.path)
+
+    def env(self) -> dict[str, str]:
+        """Env vars to launch with."""
+        from servetune.render import render_env
+
+        return render_env(self.config)
+
+    def requested(self) -> dict[str, Any]:
+        """`{field: value}` of decided server fields (plus `model_path`)."""
+        return {"model_path": self.facts.model.path, **{k: r.value for k, r in self.config.fields.items()}}
+
+
+def parse_assignments(items: Iterable[str] | Mapping[str, Any], *, option: str) -> dict[str, Any]:
+    """`["a=1", "b=x"]` → `{"a": "1", "b": "x"}` (CLI text, typed later by the catalog)."""
+    if isinstance(items, Mapping):
+        return dict(items)
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SpecError(
+                f"{option} needs NAME=VALUE, but got {item!r}", help=f"write e.g. {option} max_running_requests=256"
+            )
+        if key.startswith("--"):
+            raise SpecError(
+                f"{option} takes the field name, not the flag: got {key!r}",
+                help=f"write {option} {key[2:].replace('-', '_')}={value}",
+            )
+        out[key] = value
+    return out
+
+
+def workload_facts(workload: Workload | None) -> WorkloadFacts:
+    """Facts the rules see from a `Workload` (or none)."""
+    if workload is None:
+        return WorkloadFacts()
+    images = workload.images
+    reuse = "none"
+    if images is not None:
+        reuse = "unique" if images.reuse == "unique" else "repeated"
+    return WorkloadFacts(
+        name=workload.name,
+        kind=workload.kind,
+        image_reuse=reuse,
+        images_per_request=images.per_request if images is not None else 0,
+        input_tokens=workload.input_tokens,
+        output_tokens=workload.output_tokens,
+        max_concurrency=workload.max_concurrency,
+    )
+
+
+def _hardware(gpu: str | None, hardware: str | Path | HardwareProfile | None) -> HardwareProfile:
+    from servetune import hardware as hw
+
+    if gpu and hardware:
+        raise SpecError("give --gpu or --hardware, not both")
+    if isinstance(hardware, HardwareProfile):
+        return hardware
+    if hardware:
+        return hw.load_profile(hardware)
+    if gpu:
+        return hw.named_profile(gpu)
+    return hw.detect()
+
+
+def _check_pin_names(pins: Mapping[str, Any], env_pins: Mapping[str, Any]) -> None:
+    for key in env_pins:
+        if not key.isupper() or key.islower():
+            raise SpecError(
+                f"--env takes an environment variable name, but got {key!r}", help="use --set for SGLang fields"
+            )
+    for key in pins:
+        if key.isupper() and not key.islower():
+            raise SpecError(
+                f"--set takes an SGLang field name, but got the env var {key!r}", help=f"use --env {key}=..."
+            )
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a resolution needs, read once: facts, catalogs, rules, preset and pins."""
+
+    facts: Facts
+    """Hardware, model, workload, deployment and SGLang-version facts the rules match on."""
+    hardware: HardwareProfile
+    """The GPU profile (detected, named or loaded)."""
+    catalog: Catalog
+    """The target SGLang version's field catalog."""
+    rules: RuleSet
+    """Built-in rules plus any `--rules` files, checked against every catalog."""
+    workload: Workload | None = None
+    """The workload (its facts feed the rules; bench and tune drive it)."""
+    preset: Preset | None = None
+    """The preset applied above the rules, if any."""
+    preset_layer: LayerInput | None = None
+    """The preset's layer, with its file locations."""
+    pins: dict[str, Any] = field(default_factory=dict)
+    """`--set` pins (and `--nnodes`/`--tp`), as given."""
+    env_pins: dict[str, Any] = field(default_factory=dict)
+    """`--env` pins, as given."""
+    use_rules: bool = True
+    """False resolves SGLang's own defaults plus preset, trial and pins (`--no-rules`)."""
+
+    @classmethod
+    def build(
+        cls,
+        model: str,
+        *,
+        gpu: str | None = None,
+        hardware: str | Path | HardwareProfile | None = None,
+        workload: Workload | str | Path | None = None,
+        sglang_version: str | None = None,
+        preset: str | Path | Preset | None = None,
+        sets: Iterable[str] | Mapping[str, Any] = (),
+        envs: Iterable[str] | Mapping[str, Any] = (),
+        nnodes: int | None = None,
+        tp: int | None = None,
+        rules_files: Iterable[str | Path] = (),
+        use_rules: bool = True,
+    ) -> Context:
+        """Detect or load the facts and read the catalogs, rules and preset (all the I/O).
+
+        Args:
+            model: A bundled name, HF id or local model directory (never downloaded).
+            gpu: A named GPU profile ("h200", "h100-sxm:8"). With neither `gpu` nor
+                `hardware`, NVML detects this machine's GPUs.
+            hardware: A saved profile file or a `HardwareProfile`.
+            workload: A workload name, file or `Workload`.
+            sglang_version: The target release (default: installed SGLang's, else the newest catalog).
+            preset: A shipped preset name, a file, or a `Preset`.
+            sets, envs: User pins, "FIELD=VALUE" / "NAME=VALUE" strings or a mapping.
+            nnodes, tp: Pins for `nnodes` / `tp_size`.
+            rules_files: Extra rule files.
+            use_rules: False: SGLang's own defaults plus preset, trial and pins.
+
+        Raises:
+            SpecError: A bad pin, preset, rule file, model or workload (with where and how to fix).
+            HardwareDetectionError: NVML detection failed.
+        """
+        from servetune.catalog import available_versions, default_version, load_catalog
+        from servetune.modelinfo import load_model_facts
+        from servetune.presets import load_preset
+        from servetune.rules.engine import LayerInput
+        from servetune.rules.loader import load_rules
+
+        version = sglang_version or default_version()
+        catalog = load_catalog(version)
+        profile = _hardware(gpu, hardware)
+        model_facts = load_model_facts(model)
+        if isinstance(workload, (str, Path)):
+            from servetune.bench.workloads import load_workload
+
+            workload = load_workload(workload)
+        pins = parse_assignments(sets, option="--set")
+        env_pins = parse_assignments(envs, option="--env")
+        _check_pin_names(pins, env_pins)
+        if nnodes is not None:
+            pins["nnodes"] = nnodes
+        if tp is not None:
+            pins["tp_size"] = tp
+        deployment = DeploymentFacts(nnodes=int(pins.get("nnodes", 1)), tp=int(pins.get("tp_size", 1)))
+        chunk, max_bs = sglang_memory_defaults(profile.gpu.memory_mib, deployment.tp)
+        facts = Facts(
+            gpu=profile.gpu,
+            model=model_facts,
+            workload=workload_facts(workload),
+            deployment=deployment,
+            sglang=SglangFacts(
+                version=version, default_cuda_graph_max_bs_decode=max_bs, default_chunked_prefill_size=chunk
+            ),
+        )
+        rules = load_rules(list(rules_files), catalogs=[load_catalog(v) for v in available_versions()])
+        preset_obj: Preset | None = None
+        preset_layer = None
+        if preset is not None:
+            preset_obj, _, locations = load_preset(preset)
+            preset_layer = LayerInput(
+                "preset", preset_obj.name, preset_obj.set, locations, preset_obj.summary, strict=False
+            )
+        return cls(
+            facts=facts,
+            hardware=profile,
+            catalog=catalog,
+            rules=rules,
+            workload=workload,
+            preset=preset_obj,
+            preset_layer=preset_layer,
+            pins=pins,
+            env_pins=env_pins,
+            use_rules=use_rules,
+        )
+
+    def resolve(self, trial: Mapping[str, Any] | None = None, *, use_rules: bool | None = None) -> Resolution:
+        """Resolve the launch, with `trial` ({field or SGLANG_* env: value}) at the tuner layer.
+
+        Pure: it reads no file, environment or device. A trial that breaks a `require` rule
+        raises `RequireViolation` (a `ConflictError`) and must not be launched.
+
+        Args:
+            trial: Values at the tuner layer (between preset and pins).
+            use_rules: Override the context's `use_rules` (the tuner's `defaults` baseline).
+        """
+        from servetune.rules.engine import LayerInput, resolve
+
+        layers: list[LayerInput] = []
+        if self.preset_layer is not None:
+            layers.append(self.preset_layer)
+        if trial:
+            layers.append(LayerInput("tuner", "trial", dict(trial), reason="tuner trial"))
+        if self.pins:
+            layers.append(
+                LayerInput("pin", "cli --set", self.pins, reason="pinned on the command line", from_text=True)
+            )
+        if self.env_pins:
+            layers.append(
+                LayerInput("pin", "cli --env", self.env_pins, reason="pinned on the command line", from_text=True)
+            )
+        rules_on = self.use_rules if use_rules is None else use_rules
+        config = resolve(self.facts, self.rules, self.catalog, layers, use_rules=rules_on)
+        return Resolution(
+            facts=self.facts,
+            config=config,
+            catalog=self.catalog,
+            hardware=self.hardware,
+            preset=self.preset,
+            rules=self.rules,
+        )

@@ -1,0 +1,301 @@
+"""The Runner seam: one measurement (launch, benchmark, run-directory record, stop) behind one call.
+
+`BaseRunner.measure` is the template every caller uses (`servetune bench`, the tuner's trials
+and confirmation rounds); a runner supplies `start`, which returns a `BaseServer` that can run
+the benchmark and be stopped. Failures come back as data (`Measurement.failure`), never raised,
+except Ctrl-C, which stops the server and propagates.
+
+Implementations: `SglangRunner` (real processes: `servetune.launch` + `servetune.bench`), the
+stand-in runner in `servetune.testing` (the same, with the stand-in server's command), and
+`servetune.testing.FakeRunner` for unit tests (no process, metrics from a function).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from servetune.errors import BenchError, LaunchError, ServetuneError
+
+if TYPE_CHECKING:
+    from servetune.context import Resolution
+    from servetune.schema.workload import Workload
+
+__all__ = ["BaseRunner", "BaseServer", "Failure", "Measurement", "RunTimings", "ShouldStop", "OnProgress"]
+
+ShouldStop = Callable[[int, Any], bool]
+"""`should_stop(done, partial_metrics) -> bool`: True ends the benchmark early (pruning, Ctrl-C)."""
+OnProgress = Callable[[int, int, Any], None]
+"""`on_progress(done, total, partial_metrics)`: called as requests complete."""
+
+
+class Failure(BaseModel):
+    """Why a measurement has no score."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    cls: str
+    """oom, crash, startup_timeout, port_in_use, bad_command, wrong_server, bench_error, error, too_slow."""
+    message: str = ""
+    """What went wrong and what to do."""
+    stage: str | None = None
+    """Where it failed: `start` or `bench` (None when not from a launch)."""
+    log_tail: str = ""
+    """The last lines of the server log."""
+    exit_code: int | None = None
+    """The server's exit status when it died."""
+
+
+class RunTimings(BaseModel):
+    """Where a measurement's wall time went, in seconds."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    startup_s: float | None = None
+    """Process start until ready and verified (None if it never got there)."""
+    bench_s: float | None = None
+    """The benchmark call(s), as seen by the runner."""
+    stop_s: float | None = None
+    """SIGTERM until the process group was gone."""
+    total_s: float = 0.0
+    """The whole measurement."""
+
+
+class Measurement(BaseModel):
+    """What one launch + benchmark produced: metrics, or a classified failure."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, arbitrary_types_allowed=True)
+
+    metrics: Any = None
+    """The benchmark's `Metrics` (a flat mapping from a fake runner); partial when `stopped_early`."""
+    failure: Failure | None = None
+    """Set when the launch or the benchmark failed."""
+    diff: Any = None
+    """Requested vs effective fields from `/server_info` (`ServerInfoDiff`)."""
+    server_info: dict[str, Any] = {}
+    """The raw `/server_info` answer."""
+    timings: RunTimings = RunTimings()
+    """Start-up, benchmark, stop and total seconds."""
+    run_dir: Path | None = None
+    """The run directory (server.log, argv.txt, env.json, metrics.json, result.json)."""
+    url: str | None = None
+    """The server's base URL while it ran."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the benchmark produced metrics and the server stayed up throughout."""
+        return self.failure is None and self.metrics is not None
+
+    @property
+    def stopped_early(self) -> bool:
+        """True when `should_stop` ended the benchmark (pruned or interrupted)."""
+        m = self.metrics
+        if m is None:
+            return False
+        return bool(m.get("stopped_early") if isinstance(m, dict) else getattr(m, "stopped_early", False))
+
+
+class BaseServer(ABC):
+    """A started server a runner measures: benchmark it (possibly several times), then stop it."""
+
+    url: str
+    run_dir: Path
+    startup_s: float | None = None
+    stop_s: float | None = None
+    diff: Any = None
+    server_info: dict[str, Any] = {}
+
+    @property
+    @abstractmethod
+    def exit_code(self) -> int | None:
+        """The server's exit status once it has exited, else None."""
+
+    @property
+    def alive(self) -> bool:
+        """True while the server process runs."""
+        return self.exit_code is None
+
+    @abstractmethod
+    def bench(
+        self,
+        workload: Workload,
+        *,
+        requests: int | None = None,
+        run_dir: Path | None = None,
+        on_progress: OnProgress | None = None,
+        should_stop: ShouldStop | None = None,
+    ) -> Any:
+        """Drive `workload` against the server and return its metrics.
+
+        Raises:
+            BenchError: The benchmark could not run (unreachable server, every request failed).
+        """
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the server (idempotent)."""
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """Wait up to `timeout_s` for the exit status (after a benchmark error); None if still running."""
+        return self.exit_code
+
+    def log_tail(self) -> str:
+        """The last lines of the server log."""
+        return ""
+
+    def classify_exit(self, code: int) -> str:
+        """The failure class of an exit during the benchmark (`oom` under load, else `crash`)."""
+        return "crash"
+
+    def __enter__(self) -> BaseServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+BENCH_ERROR_EXIT_GRACE_S = 3.0
+"""After a benchmark error, how long to wait for the server's exit status before calling it `bench_error`:
+a dying server closes its connections first and exits a moment later (CI once filed a crash as bench_error)."""
+
+
+class BaseRunner(ABC):
+    """Owns one measurement: start a server for a resolution, benchmark it, record, stop."""
+
+    @abstractmethod
+    def start(self, resolution: Resolution, *, run_dir: Path, gpus: Sequence[str] | None = None) -> BaseServer:
+        """Start a server for `resolution` and wait until it serves.
+
+        Raises:
+            LaunchError: It could not start (classified: oom, crash, startup_timeout, ...);
+                nothing is left running.
+        """
+
+    def record(self, run_dir: Path, name: str, data: Any) -> None:
+        """Write one JSON file of the run's record (`result.json`, `metrics.json`, ...)."""
+        from servetune.launch import write_json
+
+        write_json(run_dir, name, data)
+
+    def measure(
+        self,
+        resolution: Resolution,
+        workload: Workload,
+        *,
+        run_dir: Path,
+        requests: int | None = None,
+        gpus: Sequence[str] | None = None,
+        on_progress: OnProgress | None = None,
+        should_stop: ShouldStop | None = None,
+    ) -> Measurement:
+        """Start, benchmark once, stop; failures are data (`Measurement.failure`).
+
+        A server that dies during the benchmark is `oom` when its log shows an out-of-memory
+        marker, else `crash`; a benchmark error with the server alive is `bench_error`; a
+        `ServetuneError` that is not about the config (bad options, bad workload) is `error`.
+        Ctrl-C stops the server and propagates.
+        """
+        t0 = time.monotonic()
+        timings = RunTimings()
+        try:
+            server = self.start(resolution, run_dir=run_dir, gpus=gpus)
+        except LaunchError as exc:
+            timings.total_s = time.monotonic() - t0
+            failure = Failure(
+                cls=exc.failure,
+                stage="start",
+                message=exc.message,
+                log_tail=exc.log_tail,
+                exit_code=exc.exit_code,
+            )
+            return self._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
+        except ServetuneError as exc:
+            failure = Failure(cls="error", stage="start", message=exc.message, log_tail="\n".join(exc.notes))
+            return self._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
+        timings.startup_s = server.startup_s
+        try:
+            metrics, failure = self._bench(server, workload, requests, run_dir, on_progress, should_stop, timings)
+        finally:
+            server.stop()
+            timings.stop_s = server.stop_s
+            timings.total_s = time.monotonic() - t0
+        out = Measurement(
+            metrics=metrics,
+            failure=failure,
+            diff=server.diff,
+            server_info=dict(server.server_info or {}),
+            timings=timings,
+            run_dir=run_dir,
+            url=server.url,
+        )
+        return self._finish(out)
+
+    def _bench(
+        self,
+        server: BaseServer,
+        workload: Workload,
+        requests: int | None,
+        run_dir: Path,
+        on_progress: OnProgress | None,
+        should_stop: ShouldStop | None,
+        timings: RunTimings,
+    ) -> tuple[Any, Failure | None]:
+        def stop_now(done: int, partial: Any) -> bool:
+            return not server.alive or bool(should_stop(done, partial))
+
+        t = time.monotonic()
+        metrics = None
+        bench_error: ServetuneError | None = None
+        try:
+            metrics = server.bench(
+                workload,
+                requests=requests,
+                run_dir=run_dir,
+                on_progress=on_progress,
+                should_stop=stop_now if should_stop is not None else None,
+            )
+        except BenchError as exc:
+            bench_error = exc
+        except ServetuneError as exc:  # a bad workload or option: not a property of the config
+            timings.bench_s = time.monotonic() - t
+            return None, Failure(cls="error", stage="bench", message=exc.message, log_tail="\n".join(exc.notes))
+        finally:
+            timings.bench_s = time.monotonic() - t
+        code = server.exit_code
+        if code is None and bench_error is not None:
+            code = server.wait_exit(BENCH_ERROR_EXIT_GRACE_S)
+        if code is not None:
+            cls = server.classify_exit(code)
+            what = "ran out of memory under load" if cls == "oom" else "died"
+            message = f"the server {what} during the benchmark (exit status {code})"
+            return metrics, Failure(cls=cls, stage="bench", message=message, log_tail=server.log_tail(), exit_code=code)
+        if bench_error is not None:
+            return None, Failure(
+                cls="bench_error", stage="bench", message=bench_error.message, log_tail=server.log_tail()
+            )
+        return metrics, None
+
+    def _finish(self, result: Measurement) -> Measurement:
+        """Record `metrics.json` and `result.json` in the run directory (the layout `launch` used before)."""
+        if result.run_dir is not None:
+            f = result.failure
+            summary: dict[str, Any] = {"ok": result.ok}
+            if f is None:
+                self.record(result.run_dir, "metrics.json", result.metrics)
+            else:
+                summary.update(
+                    failure=f.cls, stage=f.stage, message=f.message, log_tail=f.log_tail, exit_code=f.exit_code
+                )
+                self.record(
+                    result.run_dir,
+                    "metrics.json",
+                    {"failure": f.cls, "stage": f.stage, "message": f.message, "exit_code": f.exit_code},
+                )
+            dumped = result.model_dump(mode="json", exclude={"server_info", "failure"})
+            self.record(result.run_dir, "result.json", {**summary, **dumped})
+        return result

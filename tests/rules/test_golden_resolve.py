@@ -1,0 +1,28 @@
+"""The resolved launch for every bundled model, GPU profile, catalog, workload and preset is the
+one recorded in tests/fixtures/golden/resolve.json (`scripts/golden_resolve.py --write` re-records
+it after an intended change to rules or resolution)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "golden_resolve.py"
+
+
+def _golden_module():
+    spec = importlib.util.spec_from_file_location("golden_resolve", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_recorded_case_resolves_to_the_recorded_launch_and_provenance():
+    golden = _golden_module()
+    want = json.loads(golden.GOLDEN.read_text(encoding="utf-8"))
+    cases = golden.cases()
+    assert [w["case"] for w in want] == json.loads(json.dumps(cases)), "the case list changed: re-record"
+    for case, recorded in zip(cases, want):
+        got = json.loads(json.dumps(golden.record(case), sort_keys=True, default=str))
+        assert got == recorded, f"resolve changed for {case}"
