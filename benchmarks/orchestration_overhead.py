@@ -36,7 +36,7 @@ def main() -> int:
     workload = load_workload(args.workload)
     if args.warmup is not None:
         workload = workload.model_copy(update={"warmup_requests": args.warmup})
-    cmd = [sys.executable, "-m", "servetune.standin"]
+    cmd = [sys.executable, "-m", "servetune.testing.standin"]
     argv = ["--model-path", "standin/model", "--cuda-graph-max-bs-decode", "64"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="servetune-overhead-") as tmp:

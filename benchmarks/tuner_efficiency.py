@@ -8,7 +8,7 @@ Issue 4 asks two questions; each is measured where noise cannot decide it.
 1. **Launches to 98% of the best** (goal: TPE with the baselines enqueued needs at most a
    third of random search's launches). Sampler efficiency is a property of the search on the
    landscape, so it is measured over many seeds on the stand-in's *deterministic* landscape:
-   `servetune.standin.expected_throughput`, the engine's own rules (`servetune.standin._rules`)
+   `servetune.testing.standin.expected_throughput`, the engine's own rules (`servetune.testing.standin._rules`)
    replayed in simulated time (what a launch with noise off serves, minus HTTP/CPU overhead).
    It runs through the real tuner loop (`Tuner.run`: the same space, enqueued baselines, the
    local phase of one-field changes of the best so far (`servetune.tuner._local`; `--no-local`
@@ -111,7 +111,7 @@ def _options(
         confirm_rounds=0,
         study=name,
         run_dir=tmp / name,
-        sglang_cmd=f"{sys.executable} -m servetune.standin",
+        sglang_cmd=f"{sys.executable} -m servetune.testing.standin",
         client="builtin",
         enqueue_baselines=(sampler == "tpe") if enqueue is None else enqueue,
     )
@@ -119,7 +119,7 @@ def _options(
 
 def model_value(resolution, workload, time_scale: float = TIME_SCALE) -> float | None:
     """The landscape's steady-window req/s for a resolved config (None: the server dies)."""
-    from servetune.standin import expected_throughput
+    from servetune.testing.standin import expected_throughput
 
     e = expected_throughput(
         resolution.argv(),
@@ -136,7 +136,7 @@ def model_value(resolution, workload, time_scale: float = TIME_SCALE) -> float |
 
 def standin_server_info(argv: list[str]) -> dict:
     """What the stand-in's /server_info reports for `argv`: its resolved flags (auto values decided)."""
-    from servetune.standin._config import build_parser, resolve
+    from servetune.testing.standin._config import build_parser, resolve
 
     return resolve(build_parser().parse_args(argv))
 
@@ -391,7 +391,7 @@ def real_loop(tmp: Path, best: float, seeds: int, budget: int) -> None:
 def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
     import optuna
 
-    from servetune.standin import expected_throughput
+    from servetune.testing.standin import expected_throughput
     from servetune.tuner import Tuner
     from servetune.tuner._pruning import CHECKPOINTS_PER_RUN, FIRST_WAVE_MARGIN, PRUNE_MARGINS, window_needs
     from servetune.tuner.space import encode_params

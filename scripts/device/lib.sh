@@ -50,7 +50,7 @@ pack_cache() {
 dev_setup() {  # ARCH
   local arch=${1:-qwen2_5_vl_3b}
   if [ -n "${DEV_DRYRUN:-}" ]; then   # here, no GPU: stand-in server, model dirs from $DEV_DRYRUN/<arch>
-    export PYTHONPATH=$REPO/.sgl/src SGL_WRAP_MODULE=servetune.standin SGL_MODEL_DIR=$DEV_DRYRUN/$arch
+    export PYTHONPATH=$REPO/.sgl/src SGL_WRAP_MODULE=servetune.testing.standin SGL_MODEL_DIR=$DEV_DRYRUN/$arch
     stamp "DRY RUN: stand-in server, models from $DEV_DRYRUN"; return 0
   fi
   stop_ours                                 # a server left by an earlier (timed-out) call on a warm machine

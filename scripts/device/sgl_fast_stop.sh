@@ -8,7 +8,7 @@
 mkdir -p /tmp/sgl/state
 PG=$(ps -o pgid= -p $$ | tr -d ' ')
 echo "$PG" > /tmp/sgl/state/wrap-$$.pgid
-python3 -m "${SGL_WRAP_MODULE:-sglang.launch_server}" "$@" &   # SGL_WRAP_MODULE=servetune.standin for a dry run here
+python3 -m "${SGL_WRAP_MODULE:-sglang.launch_server}" "$@" &   # SGL_WRAP_MODULE=servetune.testing.standin for a dry run here
 child=$!
 on_term() {
   kill -TERM "$child" 2>/dev/null

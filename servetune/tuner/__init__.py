@@ -2,7 +2,7 @@
 
     from servetune.tuner import TuneOptions, Tuner, write_preset
     result = Tuner(TuneOptions(model="qwen3-8b", gpu="h200", workload="text-chat", trials=20,
-                               sglang_cmd="python -m servetune.standin")).run()
+                               sglang_cmd="python -m servetune.testing.standin")).run()
     write_preset(result, "best.yaml")
     result.as_json()   # {"best": {...}, "baseline": {...}, "trials": [...], "ratio": ...}
 

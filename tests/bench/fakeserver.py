@@ -1,6 +1,6 @@
 """A tiny OpenAI-style streaming server for the benchmark tests, with known delays.
 
-Not the project's stand-in (servetune.standin): this one exists only to pin the client's
+Not the project's stand-in (servetune.testing.standin): this one exists only to pin the client's
 timing definitions, so its delays are exact and it records every image it receives.
 """
 

@@ -200,7 +200,7 @@ def test_explain_run_shows_what_sglang_changed(capsys, tmp_path):
         res.argv(),
         res.env(),
         res.requested(),
-        LaunchOptions(sglang_cmd=[_sys.executable, "-m", "servetune.standin"], run_dir=tmp_path),
+        LaunchOptions(sglang_cmd=[_sys.executable, "-m", "servetune.testing.standin"], run_dir=tmp_path),
     ):
         pass
     code, out, err = _run(

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-STANDIN_CMD = [sys.executable, "-m", "servetune.standin"]
+STANDIN_CMD = [sys.executable, "-m", "servetune.testing.standin"]
 MODEL = "standin/tiny-vlm"
 
 

@@ -116,7 +116,7 @@ def test_host_and_port_in_the_argv_are_replaced_by_the_launchers(make_options, f
 
 WRAPPER = (
     "import subprocess, sys\n"
-    "p = subprocess.Popen([sys.executable, '-m', 'servetune.standin', *sys.argv[1:]], start_new_session=True)\n"
+    "p = subprocess.Popen([sys.executable, '-m', 'servetune.testing.standin', *sys.argv[1:]], start_new_session=True)\n"
     "sys.exit(p.wait())\n"
 )
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from servetune.launch import LaunchOptions, ServerHandle, start_server
 
-STANDIN_CMD = [sys.executable, "-m", "servetune.standin"]
+STANDIN_CMD = [sys.executable, "-m", "servetune.testing.standin"]
 
 
 @contextlib.contextmanager

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 from standin_helpers import STANDIN_CMD, drive, image_url, standin
 
-from servetune.standin._config import Knobs, build_parser, kv_capacity, resolve
-from servetune.standin._engine import Engine
+from servetune.testing.standin._config import Knobs, build_parser, kv_capacity, resolve
+from servetune.testing.standin._engine import Engine
 
 N, CONCURRENCY, TOKENS = 64, 64, 64
 SLOW = {"TIME_SCALE": 0.6}  # simulated time well above the client's own overhead on a loaded 2-core box

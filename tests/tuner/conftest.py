@@ -1,7 +1,7 @@
 """Fixtures for the tuner tests: the stand-in server, a small workload, a space on its knobs.
 
 Every end-to-end test runs `servetune tune` as a real subprocess that launches real stand-in
-server processes (`python -m servetune.standin`) and benchmarks them over HTTP.
+server processes (`python -m servetune.testing.standin`) and benchmarks them over HTTP.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-STANDIN = f"{sys.executable} -m servetune.standin"
+STANDIN = f"{sys.executable} -m servetune.testing.standin"
 MODEL = "qwen3-8b"
 GPU = "h200"
 

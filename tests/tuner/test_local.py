@@ -133,8 +133,8 @@ def _run(tmp_path, monkeypatch, **options):
     """A study whose launch + benchmark is a function of the config (the boundary this file does
     not cross; tests/tuner/test_e2e.py launches real stand-in servers), reporting what the
     stand-in's /server_info reports for the same flags."""
-    from servetune.standin import expected_throughput
-    from servetune.standin._config import build_parser, resolve
+    from servetune.testing.standin import expected_throughput
+    from servetune.testing.standin._config import build_parser, resolve
     from servetune.tuner import TuneOptions, Tuner, loop
     from servetune.tuner._evaluate import Failure, Measurement
     from tests.tuner.conftest import SPACE, WORKLOAD

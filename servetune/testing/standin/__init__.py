@@ -1,6 +1,6 @@
 """A stand-in for an SGLang server, for tests and for exercising the launcher and the tuner.
 
-    python -m servetune.standin --model-path any/model [SGLang flags...] --host 127.0.0.1 --port 30000
+    python -m servetune.testing.standin --model-path any/model [SGLang flags...] --host 127.0.0.1 --port 30000
 
 **What it stands for.** The process boundary and HTTP surface of `python -m
 sglang.launch_server`: it takes the same argv (the flags it models are parsed, every other flag
@@ -80,11 +80,11 @@ media cache, and a prefill/decode interval trades TTFT for throughput.
 output_tokens=)` replays these rules (the engine's own constants and resolution) in simulated
 time, deterministically, for a closed-loop text load, and returns the steady-window req/s a
 launch with `SERVETUNE_STANDIN_NOISE=0` serves, less the HTTP/CPU overhead of a real run
-(`servetune.standin._model`). Benchmarks use it to judge a search without launch noise.
+(`servetune.testing.standin._model`). Benchmarks use it to judge a search without launch noise.
 """
 
 from __future__ import annotations
 
-from servetune.standin._model import Expected, expected_throughput
+from servetune.testing.standin._model import Expected, expected_throughput
 
 __all__ = ["Expected", "expected_throughput"]

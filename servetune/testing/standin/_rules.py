@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from servetune.standin._config import OOM_UNDER_LOAD_BATCH, OOM_UNDER_LOAD_FRACTION
+from servetune.testing.standin._config import OOM_UNDER_LOAD_BATCH, OOM_UNDER_LOAD_FRACTION
 
 DECODE_BASE_MS = 8.0
 DECODE_PER_RUNNING_MS = 0.1

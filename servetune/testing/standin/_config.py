@@ -22,7 +22,7 @@ def _bool_flag(parser: argparse.ArgumentParser, name: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """SGLang's flags that the stand-in models; unknown flags are accepted and ignored."""
     p = argparse.ArgumentParser(
-        prog="servetune.standin", description="stand-in for sglang.launch_server", allow_abbrev=False
+        prog="servetune.testing.standin", description="stand-in for sglang.launch_server", allow_abbrev=False
     )
     p.add_argument("--model-path", "--model", dest="model_path", required=True)
     p.add_argument("--served-model-name", default=None)

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from servetune.bench.metrics import window_rate
-from servetune.standin import _rules
-from servetune.standin._config import OOM_AT_START_FRACTION, build_parser, kv_capacity, resolve
+from servetune.testing.standin import _rules
+from servetune.testing.standin._config import OOM_AT_START_FRACTION, build_parser, kv_capacity, resolve
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from servetune.standin import _rules
-from servetune.standin._config import Knobs, kv_capacity
+from servetune.testing.standin import _rules
+from servetune.testing.standin._config import Knobs, kv_capacity
 
 IMAGE_TOKENS = 1000
 MEDIA_CACHE_ENTRIES = 512

@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from servetune import __version__
-from servetune.standin._config import OOM_AT_START_FRACTION, Knobs, build_parser, resolve
-from servetune.standin._engine import OOM_TRACE, Engine, Request, die, stream_words
+from servetune.testing.standin._config import OOM_AT_START_FRACTION, Knobs, build_parser, resolve
+from servetune.testing.standin._engine import OOM_TRACE, Engine, Request, die, stream_words
 
 
 def log(msg: str) -> None:
@@ -44,7 +44,7 @@ class State:
         if info.get("api_key"):
             info["api_key"] = "<redacted>"
         info.update(
-            launch_command=" ".join([sys.executable, "-m", "servetune.standin", *self.argv]),
+            launch_command=" ".join([sys.executable, "-m", "servetune.testing.standin", *self.argv]),
             version=f"standin-{__version__}",
             pid=os.getpid(),
             frontend="python",
