@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from servetune.cli._options import EnvOpt, GpuOpt, HardwareOpt, SetOpt, TpOpt, VersionOpt
+from servetune.cli._options import ResolveOpts, resolve_options
 
 _SEARCH = "Search"
 _STUDY = "Study and storage"
@@ -34,14 +34,14 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tune_app, name="tune")
 
 
+@resolve_options(exclude=("model", "workload", "preset"))
 def tune(
     ctx: typer.Context,
+    opts: ResolveOpts,
     model: Annotated[
         Optional[str],
         typer.Option("--model", "-m", help="Bundled model name, HF id or local model dir.", rich_help_panel=_TARGET),
     ] = None,
-    gpu: GpuOpt = None,
-    hardware: HardwareOpt = None,
     workload: Annotated[
         str,
         typer.Option(
@@ -51,7 +51,6 @@ def tune(
             rich_help_panel=_TARGET,
         ),
     ] = "text-chat",
-    sglang_version: VersionOpt = None,
     preset: Annotated[
         Optional[str],
         typer.Option(
@@ -61,9 +60,6 @@ def tune(
             rich_help_panel=_TARGET,
         ),
     ] = None,
-    sets: SetOpt = None,
-    envs: EnvOpt = None,
-    tp: TpOpt = None,
     trials: Annotated[
         int,
         typer.Option(
@@ -195,14 +191,17 @@ def tune(
 
     options = TuneOptions(
         model=model,
-        gpu=gpu,
-        hardware=str(hardware) if hardware else None,
+        gpu=opts.gpu,
+        hardware=str(opts.hardware) if opts.hardware else None,
         workload=workload,
-        sglang_version=sglang_version,
+        sglang_version=opts.sglang_version,
         preset=preset,
-        sets=tuple(sets or ()),
-        envs=tuple(envs or ()),
-        tp=tp,
+        sets=tuple(opts.sets or ()),
+        envs=tuple(opts.envs or ()),
+        nnodes=opts.nnodes,
+        tp=opts.tp,
+        rules=tuple(str(r) for r in opts.rules or ()),
+        no_rules=opts.no_rules,
         trials=trials,
         objective=objective,
         slos=tuple(slo or ()),
@@ -229,11 +228,12 @@ def tune(
         with progress:
             result = tuner.run()
     except KeyboardInterrupt:
-        name = getattr(tuner, "study_name", "?")
+        setup = tuner.setup
+        name = setup.study_name if setup is not None else "?"
         print(f"interrupted; resume with the same command (study {name!r})", file=sys.stderr)
-        if getattr(tuner, "storage_url", None):
+        if setup is not None:
             print(
-                f"the trials so far: servetune tune report --storage {shlex.quote(_redact(tuner.storage_url))} "
+                f"the trials so far: servetune tune report --storage {shlex.quote(_redact(setup.storage_url))} "
                 f"--study {shlex.quote(name)}" + (" --json" if as_json else ""),
                 file=sys.stderr,
             )
@@ -327,59 +327,66 @@ class _Progress:
         if self._progress is not None:
             self._progress.__exit__(*exc)
 
-    def event(self, kind: str, data: dict[str, Any]) -> None:
+    def event(self, event: Any) -> None:
+        """Show one `servetune.tuner.events` event."""
+        from servetune.tuner import events as ev
+
         if self._progress is None:
             return
         p = self._progress
-        if kind == "start":
-            self._task = p.add_task("tune", total=data["trials"], completed=min(data["done"], data["trials"]), best="")
+        if isinstance(event, ev.StudyStarted):
+            done = min(event.done, event.trials)
+            self._task = p.add_task("tune", total=event.trials, completed=done, best="")
             p.console.print(
-                f"study [bold]{data['study']}[/] in {_redact(data['storage'])}; {len(data['space'])} dimensions, "
-                f"{data['slots']} parallel slot(s); {data['requests']} requests per trial; "
-                f"{data['done']} trial(s) already done"
+                f"study [bold]{event.study}[/] in {_redact(event.storage)}; {len(event.space)} dimensions, "
+                f"{event.slots} parallel slot(s); {event.requests} requests per trial; "
+                f"{event.done} trial(s) already done"
             )
-            if data["dropped"]:
-                p.console.print("left out of the space: " + ", ".join(f"{k} ({v})" for k, v in data["dropped"].items()))
-        elif kind == "lost":
-            p.console.print(f"[yellow]marked failed (worker gone), retry queued: trials {data['trials']}[/]")
-        elif kind == "trial" and self._task is not None:
-            best = data.get("best")
-            best_text = "" if not best else f"best {best['values'][0]:.4g} (trial {best['number']})"
-            if "done" in data:
-                p.update(self._task, completed=min(data["done"], data.get("total", data["done"])))
-            p.update(self._task, best=best_text)
-            if data["state"] == "FAIL":
-                f = data.get("failure") or {}
-                line = (
-                    f"[red]FAIL[/] {f.get('class')}: "
-                    f"{str(f.get('message', '')).splitlines()[0][:120] if f.get('message') else ''}"
-                )
-            elif data["state"] == "COMPLETE":
-                vals = ", ".join(f"{v:.4g}" for v in data.get("values") or [])
-                line = f"[green]ok[/] {vals}" + ("" if data.get("feasible") else " [yellow](violates SLO)[/]")
-                if data.get("duplicate_of") is not None:
-                    line += f" (same config as trial {data['duplicate_of']}, not relaunched)"
-            else:
-                line = f"[yellow]{data['state'].lower()}[/]"
-            p.console.print(f"trial {data['number']:>3} {data.get('source', '')[:8]:<8} {line}")
-        elif kind == "converged":
+            if event.dropped:
+                p.console.print("left out of the space: " + ", ".join(f"{k} ({v})" for k, v in event.dropped.items()))
+        elif isinstance(event, ev.LostTrials):
+            p.console.print(f"[yellow]marked failed (worker gone), retry queued: trials {list(event.trials)}[/]")
+        elif isinstance(event, ev.TrialFinished) and self._task is not None:
+            self._trial_line(p, event)
+        elif isinstance(event, ev.Converged):
             p.console.print(
-                f"[yellow]stopping after {data['done']} launches: the sampler proposed {data['reproposals']} "
+                f"[yellow]stopping after {event.done} launches: the sampler proposed {event.reproposals} "
                 "measured configs in a row (converged, or the space is used up)[/]"
             )
-        elif kind == "confirm":
-            p.console.print(f"re-measuring trial {data['trial']} (round {data['round']}/{data['rounds']})")
-        elif kind == "confirmed":
-            for f in data["finalists"]:
+        elif isinstance(event, ev.ConfirmRound):
+            p.console.print(f"re-measuring trial {event.trial} (round {event.round}/{event.rounds})")
+        elif isinstance(event, ev.Confirmed):
+            for f in event.finalists:
                 if f["median"] is not None:
                     p.console.print(
                         f"trial {f['trial']}: {f['median']:.3f}x baseline (min {f['min']:.3f}, max {f['max']:.3f}, "
                         f"{len(f['ratios'])} rounds)"
                     )
-            if data.get("note"):
-                p.console.print(f"[yellow]{data['note']}[/]")
-        elif kind == "confirm_skip":
-            p.console.print(f"no re-measurement: {data['why']}")
+            if event.note:
+                p.console.print(f"[yellow]{event.note}[/]")
+        elif isinstance(event, ev.ConfirmSkipped):
+            p.console.print(f"no re-measurement: {event.why}")
+
+    def _trial_line(self, p: Any, event: Any) -> None:
+        best = event.best
+        best_text = "" if not best else f"best {best.values[0]:.4g} (trial {best.number})"
+        if event.done is not None:
+            p.update(self._task, completed=min(event.done, event.total if event.total is not None else event.done))
+        p.update(self._task, best=best_text)
+        if event.state == "FAIL":
+            f = event.failure or {}
+            line = (
+                f"[red]FAIL[/] {f.get('class')}: "
+                f"{str(f.get('message', '')).splitlines()[0][:120] if f.get('message') else ''}"
+            )
+        elif event.state == "COMPLETE":
+            vals = ", ".join(f"{v:.4g}" for v in event.values or ())
+            line = f"[green]ok[/] {vals}" + ("" if event.feasible else " [yellow](violates SLO)[/]")
+            if event.duplicate_of is not None:
+                line += f" (same config as trial {event.duplicate_of}, not relaunched)"
+        else:
+            line = f"[yellow]{event.state.lower()}[/]"
+        p.console.print(f"trial {event.number:>3} {event.source[:8]:<8} {line}")
 
 
 def _redact(url: str) -> str:

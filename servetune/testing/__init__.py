@@ -18,8 +18,9 @@ import sys
 from typing import Any
 
 from servetune.runner import SglangRunner
+from servetune.testing.fake import FakeCall, FakeRunner
 
-__all__ = ["StandinRunner", "standin_command"]
+__all__ = ["FakeCall", "FakeRunner", "StandinRunner", "standin_command"]
 
 
 def standin_command(python: str | None = None) -> list[str]:

@@ -1,46 +1,28 @@
-"""One measurement: launch a resolved config, benchmark it, stop it, classify what went wrong.
+"""One evaluation of a config, as the tuner reads it: the runner measures (launch + benchmark),
+this module turns its `Measurement` into flat metrics or a failure.
 
-Nothing here is simulated: the server is a real process started by `servetune.launch`, the
-load is real HTTP from `servetune.bench`. A failure comes back as data (`Failure`), never as
-an exception, except Ctrl-C.
+The runner (`servetune.runner`) owns the launch, the benchmark and the run directory; the tuner
+adds what only it cares about: metrics flattened for objectives and SLOs, a run in which no
+request completed counted as `bench_error`, and the failure record its trials store.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from servetune.errors import ServetuneError
+from servetune.runner import Failure
+
+if TYPE_CHECKING:
+    from servetune.context import Resolution
+    from servetune.runner import BaseRunner, ShouldStop
+    from servetune.schema.workload import Workload
 
 LOG_TAIL_CHARS = 4000
-
-
-@dataclass
-class Failure:
-    """Why a trial has no score: a class (oom, crash, startup_timeout, bench_error, require, ...)."""
-
-    cls: str
-    message: str
-    log_tail: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"class": self.cls, "message": self.message, "log_tail": self.log_tail[-LOG_TAIL_CHARS:]}
-
-
-@dataclass
-class Measurement:
-    """What one launch + benchmark produced."""
-
-    metrics: dict[str, Any] | None = None
-    failure: Failure | None = None
-    stopped_early: bool = False
-    launch_s: float = 0.0
-    bench_s: float = 0.0
-    server_info: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -52,61 +34,67 @@ class Slot:
     gpus: tuple[str, ...] | None = None
 
 
-def config_hash(argv: list[str], env: Mapping[str, str]) -> str:
+@dataclass
+class Outcome:
+    """A measurement as the tuner reads it: flat metrics (`objectives.flatten_metrics`) or a failure."""
+
+    metrics: dict[str, Any] | None = None
+    failure: Failure | None = None
+    stopped_early: bool = False
+    launch_s: float = 0.0
+    bench_s: float = 0.0
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+
+def config_hash(argv: Sequence[str], env: Mapping[str, str]) -> str:
     """Identity of a launch: the resolved argv and SGLang env, nothing about where it runs."""
     blob = json.dumps({"argv": list(argv), "env": dict(sorted(env.items()))}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def measure(
-    resolution,
+def failure_record(failure: Failure) -> dict[str, Any]:
+    """What a FAIL trial stores in `user_attrs["failure"]`: class, message and the log's tail."""
+    return {"class": failure.cls, "message": failure.message, "log_tail": failure.log_tail[-LOG_TAIL_CHARS:]}
+
+
+def evaluate(
+    runner: BaseRunner,
+    resolution: Resolution,
     *,
-    workload,
+    workload: Workload,
     slot: Slot,
     run_dir: Path,
     requests: int | None,
-    sglang_cmd: str | None,
-    client: str,
-    startup_timeout_s: float | None,
-    should_stop: Callable[[int, Any], bool] | None = None,
-) -> Measurement:
-    """Launch `resolution` in `slot`, run `workload` against it, stop it (`managed_run`)."""
-    from servetune.launch import LaunchOptions, managed_run
+    should_stop: ShouldStop | None = None,
+) -> Outcome:
+    """Measure `resolution` in `slot` through `runner` (`BaseRunner.measure`) and read the result."""
     from servetune.tuner.objectives import flatten_metrics
 
-    options: dict[str, Any] = {"run_dir": run_dir}
-    if sglang_cmd:
-        options["sglang_cmd"] = sglang_cmd
-    if slot.gpus is not None:
-        options["cuda_visible_devices"] = ",".join(slot.gpus)
-    if startup_timeout_s:
-        options["startup_timeout_s"] = startup_timeout_s
-    try:
-        run = managed_run(
-            resolution.argv(),
-            resolution.env(),
-            resolution.requested(),
-            workload,
-            LaunchOptions(**options),
-            requests=requests,
-            client=client,
-            should_stop=should_stop,
-        )
-    except ServetuneError as exc:  # bad options or workload: not a property of the config
-        return Measurement(failure=Failure("error", exc.message, "\n".join(exc.notes)))
-    out = Measurement(
-        launch_s=run.timings.startup_s or 0.0,
-        bench_s=run.timings.bench_s or 0.0,
-        server_info=dict(run.server_info or {}),
+    m = runner.measure(
+        resolution, workload, run_dir=run_dir, requests=requests, gpus=slot.gpus, should_stop=should_stop
     )
-    if not run.ok:
-        out.failure = Failure(run.failure or "crash", run.message or "", run.log_tail)
+    out = Outcome(
+        launch_s=m.timings.startup_s or 0.0,
+        bench_s=m.timings.bench_s or 0.0,
+        server_info=dict(m.server_info or {}),
+    )
+    if m.failure is not None:
+        out.failure = m.failure
         return out
-    flat = flatten_metrics(run.metrics)
+    flat = flatten_metrics(m.metrics) if m.metrics is not None else {}
     out.stopped_early = bool(flat.get("stopped_early"))
     if not flat.get("completed") and not out.stopped_early:
         errors = "; ".join(flat.get("errors") or ["no errors reported"])
-        out.failure = Failure("bench_error", f"no request completed: {errors}", run.log_tail)
+        out.failure = Failure(
+            cls="bench_error", stage="bench", message=f"no request completed: {errors}", log_tail=_log_tail(run_dir)
+        )
         return out
     out.metrics = flat
     return out
+
+
+def _log_tail(run_dir: Path) -> str:
+    try:
+        return (Path(run_dir) / "server.log").read_text(errors="replace")[-LOG_TAIL_CHARS:]
+    except OSError:
+        return ""

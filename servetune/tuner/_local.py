@@ -24,10 +24,14 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servetune.schema.space import ChoiceDistribution, Distribution, FloatDistribution, IntDistribution
-from servetune.tuner.space import _coerce
+from servetune.tuner._options import SOURCES_BASELINE
+from servetune.tuner.space import _coerce, encode_params
+
+if TYPE_CHECKING:
+    from servetune.tuner._setup import StudySetup
 
 UNKNOWN = object()
 """A value `snap` cannot place in the distribution."""
@@ -137,6 +141,80 @@ def propose(
     seen = {_key(t) for t in tried}
     fresh = [n for n in neighbours(space, incumbent) if _key(n) not in seen]
     return rng.choice(fresh) if fresh else None
+
+
+# ------------------------------------------------------------------ in a study
+
+
+def study_budget(setup: StudySetup) -> int:
+    """Trials of the local phase this study runs (0 for random search and Pareto studies)."""
+    o = setup.options
+    if o.sampler != "tpe" or len(setup.objectives) > 1:
+        return 0
+    return local_budget(len(setup.space.params), o.trials) if o.local_trials is None else max(0, o.local_trials)
+
+
+def enqueue_neighbour(setup: StudySetup, trials: list, budget: int) -> None:
+    """Queue a one-field change of the best finished trial, until `budget` such trials exist;
+    nothing while another queued trial waits (baselines, retries). `trials`: the study's, as just read."""
+    from optuna.trial import TrialState
+
+    if not budget:
+        return
+    if (
+        any(t.state == TrialState.WAITING for t in trials)
+        or sum(t.user_attrs.get("source") == "local" for t in trials) >= budget
+    ):
+        return
+    sign = 1.0 if setup.objectives[0].direction == "maximize" else -1.0
+    finished = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and t.values
+        and full_values(t) is not None
+        and all(v <= 0 for v in t.user_attrs.get("constraints") or [])
+    ]
+    if not finished:
+        return
+    incumbent = max(finished, key=lambda t: sign * t.values[0])
+    seed = setup.options.seed
+    rng = random.Random(f"{seed}-{len(trials)}") if seed is not None else random.Random()
+    space = {n: p.distribution for n, p in setup.space.params.items()}
+    start = full_values(incumbent)
+    values = propose(space, start, [v for t in trials if (v := full_values(t)) is not None], rng)
+    if values is not None:
+        # fields the incumbent left to SGLang stay unset where the neighbour keeps their value, so
+        # it differs from the incumbent's launch in one field, and a winner's preset sets only that
+        auto = sorted(n for n in incumbent.user_attrs.get("auto") or [] if values[n] == start[n])
+        setup.study.enqueue_trial(
+            encode_params(setup.space, values),
+            user_attrs={"source": "local", "local_of": incumbent.number, "auto": auto},
+        )
+
+
+def baseline_values(
+    setup: StudySetup, params: dict[str, Any], fixed: dict[str, Any], env: dict[str, str], server_info: dict[str, Any]
+) -> dict[str, Any] | None:
+    """A baseline's full config in the space, from what the server reported (`effective_params`)."""
+    catalog = setup.catalog
+    space = {n: p.distribution for n, p in setup.space.params.items()}
+    known = {**{k: v for k, v in fixed.items() if v is not None}, **params}
+    defaults = {
+        n: env[n]
+        if n in env
+        else getattr((catalog.env if n.startswith("SGLANG_") else catalog.fields).get(n), "default", None)
+        for n in space
+    }
+    return effective_params(space, known, server_info, defaults)
+
+
+def full_values(t) -> dict[str, Any] | None:
+    """A trial's full config in the space (real values): a baseline's `effective_params`, else
+    its sampled `params` (None while unknown)."""
+    if t.user_attrs.get("source") in SOURCES_BASELINE:
+        return t.user_attrs.get("effective_params")
+    return t.user_attrs.get("params")
 
 
 def _key(values: Mapping[str, Any]) -> tuple:

@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from servetune.errors import TuningError
+from servetune.tuner._result import TuneResult
 from servetune.tuner._storage import redact_url
-from servetune.tuner.loop import TuneResult
 
 _KEEP_METRICS = (
     "comparable_request_throughput",

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from servetune.errors import TuningError, did_you_mean
+from servetune.tuner._result import TuneResult, load_result
 from servetune.tuner._storage import redact_url
-from servetune.tuner.loop import TuneResult, load_result
 
 
 def load_study_result(storage: str, study: str | None):

@@ -130,32 +130,29 @@ def test_the_budget_is_two_per_field_and_at_most_a_quarter_of_the_trials():
 
 
 def _run(tmp_path, monkeypatch, **options):
-    """A study whose launch + benchmark is a function of the config (the boundary this file does
-    not cross; tests/tuner/test_e2e.py launches real stand-in servers), reporting what the
+    """A study whose launch + benchmark is a function of the config (`FakeRunner`: the boundary this
+    file does not cross; tests/tuner/test_e2e.py launches real stand-in servers), reporting what the
     stand-in's /server_info reports for the same flags."""
+    from servetune.runner import Failure
+    from servetune.testing import FakeRunner
     from servetune.testing.standin import expected_throughput
     from servetune.testing.standin._config import build_parser, resolve
-    from servetune.tuner import TuneOptions, Tuner, loop
-    from servetune.tuner._evaluate import Failure, Measurement
+    from servetune.tuner import TuneOptions, Tuner
     from tests.tuner.conftest import SPACE, WORKLOAD
 
     monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
     (tmp_path / "w.yaml").write_text(WORKLOAD)
     (tmp_path / "space.yaml").write_text(SPACE)
 
-    def model_measure(res, **_):
-        argv = list(res.argv())
+    def model_measure(call):
         v = expected_throughput(
-            argv, concurrency=64, input_tokens=128, output_tokens=64, requests=128
+            call.argv, concurrency=64, input_tokens=128, output_tokens=64, requests=128
         ).request_throughput
         if v is None:
-            return Measurement(failure=Failure("oom", "CUDA out of memory"))
-        return Measurement(
-            metrics={"comparable_request_throughput": v, "completed": 128},
-            server_info=resolve(build_parser().parse_args(argv)),
-        )
+            return Failure(cls="oom", stage="start", message="CUDA out of memory")
+        return {"comparable_request_throughput": v, "completed": 128}
 
-    monkeypatch.setattr(loop, "measure", model_measure)
+    runner = FakeRunner(model_measure, server_info=lambda call: resolve(build_parser().parse_args(call.argv)))
     tuner = Tuner(
         TuneOptions(
             model="qwen3-8b",
@@ -167,7 +164,8 @@ def _run(tmp_path, monkeypatch, **options):
             prune=False,
             run_dir=tmp_path / "study",
             **options,
-        )
+        ),
+        runner=runner,
     )
     tuner.run()
     return tuner, tuner.study.get_trials(deepcopy=False)

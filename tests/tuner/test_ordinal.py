@@ -3,7 +3,7 @@
 TPE's categorical kernel knows no neighbours, so `{choice: [2048, 4096, 8192]}` is sampled as
 `suggest_int(name, 0, 2)` over the sorted values. These tests check the index <-> value mapping
 in the params a trial returns and stores, the baseline enqueue, the `--json` result, the report
-and the preset (the whole tuner loop runs in process, with `loop.measure` as a fake launch).
+and the preset (the whole tuner loop runs in process, with a `FakeRunner` as the launch + benchmark).
 """
 
 from __future__ import annotations
@@ -81,23 +81,20 @@ def test_index_and_value_map_both_ways_through_an_optuna_trial():
 
 @pytest.fixture
 def tuned(tmp_path, monkeypatch):
-    """A 6-trial study through the real loop; `measure` scores a config by its chunked prefill size."""
+    """A 6-trial study through the real loop; the fake runner scores a config by its chunked prefill size."""
     import optuna
 
-    from servetune.tuner import TuneOptions, Tuner, loop
-    from servetune.tuner._evaluate import Measurement
+    from servetune.testing import FakeRunner
+    from servetune.tuner import TuneOptions, Tuner
 
     monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
     (tmp_path / "space.yaml").write_text(SPACE)
 
-    def fake_measure(resolution, **_):
-        req = resolution.requested()
+    def fake_measure(call):
+        req = call.values
         value = float(req.get("chunked_prefill_size") or 1000) / 100 + float(req.get("mem_fraction_static") or 0.5)
-        return Measurement(
-            metrics={"comparable_request_throughput": value, "request_throughput": value, "completed": 8}
-        )
+        return {"comparable_request_throughput": value, "request_throughput": value, "completed": 8}
 
-    monkeypatch.setattr(loop, "measure", fake_measure)
     tuner = Tuner(
         TuneOptions(
             model="qwen3-8b",
@@ -109,7 +106,8 @@ def tuned(tmp_path, monkeypatch):
             confirm_rounds=0,
             study="ordinal",
             run_dir=tmp_path / "run",
-        )
+        ),
+        runner=FakeRunner(fake_measure),
     )
     result = tuner.run()
     study = optuna.load_study(study_name="ordinal", storage=tuner.storage_url)
@@ -152,7 +150,7 @@ def test_trials_baselines_json_and_storage_show_real_values(tuned):
 def test_report_and_preset_show_real_values(tuned, capsys, monkeypatch):
     import yaml
 
-    from servetune.tuner.loop import load_result
+    from servetune.tuner import load_result
     from servetune.tuner.output import build_preset
     from servetune.tuner.report import print_report
 
@@ -220,7 +218,7 @@ def test_a_study_stored_with_categorical_choices_does_not_resume(tuned, tmp_path
     with pytest.raises(TuningError, match="stored as categories"):
         again.prepare()
     # its report still reads: a category is already the value
-    from servetune.tuner.loop import load_result
+    from servetune.tuner import load_result
 
     trials = load_result(optuna.load_study(study_name="old", storage=url), url).trials
     assert trials[0].params == {"chunked_prefill_size": 4096, "max_running_requests": 32}

@@ -71,33 +71,33 @@ def test_the_first_wave_is_one_decision_before_the_window_opens():
 
 
 def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path, monkeypatch, space_file):
-    """`Tuner.run` with `loop.measure` replaced by synthetic partial results: the baseline
+    """`Tuner.run` with a `FakeRunner` giving synthetic partial results at the builtin client's
+    progress points (every requests // 50 completions and the end of the first wave): the baseline
     completes; a trial at 42% of its throughput passes the first-wave look (40%) and is pruned at
     the first checkpoint whose steady window holds a full wave (64, at 144 completions here: step
     160 of the grid); one at 30% is pruned at the
     end of the first wave; PRUNED trials keep partial metrics."""
-    from servetune.tuner import TuneOptions, Tuner, loop
-    from servetune.tuner._evaluate import Measurement
+    from servetune.testing import FakeRunner
+    from servetune.tuner import TuneOptions, Tuner
 
     monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
     workload_file = tmp_path / "w.yaml"
     workload_file.write_text(WORKLOAD.replace("requests: 128", "requests: 384"))
-    calls = []
+    values = {}
 
-    def fake_measure(res, *, workload, should_stop, **_):
-        value = 100.0 if not calls else (42.0 if len(calls) % 2 else 30.0)
-        calls.append(value)
-        for step in range(2, workload.requests + 1, 2):  # the builtin client asks every requests//50
-            partial = {
-                "comparable_request_throughput": value,
-                "completed": step,
-                "steady_completed": max(0, int(0.9 * step) - 64),
-            }
-            if step < workload.requests and should_stop(step, partial):
-                return Measurement(metrics={**partial, "stopped_early": True}, stopped_early=True)
-        return Measurement(metrics={"comparable_request_throughput": value, "completed": workload.requests})
+    def fake_measure(call):
+        value = 100.0 if not values else (42.0 if len(values) % 2 else 30.0)
+        values[call.run_dir] = value
+        return {"comparable_request_throughput": value, "completed": call.total}
 
-    monkeypatch.setattr(loop, "measure", fake_measure)
+    def partial(call, done):
+        return {
+            "comparable_request_throughput": values[call.run_dir],
+            "completed": done,
+            "steady_completed": max(0, int(0.9 * done) - 64),
+        }
+
+    runner = FakeRunner(fake_measure, progress=partial)
     tuner = Tuner(
         TuneOptions(
             model="qwen3-8b",
@@ -109,7 +109,8 @@ def test_the_real_loop_prunes_only_after_a_wave_and_never_the_baseline(tmp_path,
             confirm_rounds=0,
             run_dir=tmp_path / "study",
             client="builtin",
-        )
+        ),
+        runner=runner,
     )
     tuner.run()
     trials = tuner.study.get_trials(deepcopy=False)

@@ -106,20 +106,20 @@ def test_trials_count_launches_and_a_sampler_that_only_reproposes_ends_the_study
     """A space of two configs and --trials 10: the baseline and both configs are launched (3 of
     the 10 allowed); re-proposals are reused, not counted, and after MAX_REPROPOSALS in a row the
     study stops instead of asking forever."""
-    from servetune.tuner import TuneOptions, Tuner, loop
-    from servetune.tuner._evaluate import Measurement
+    from servetune.testing import FakeRunner
+    from servetune.tuner import MAX_REPROPOSALS, TuneOptions, Tuner
+    from servetune.tuner.events import Converged
     from tests.tuner.conftest import WORKLOAD
 
     monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
     (tmp_path / "w.yaml").write_text(WORKLOAD)
     (tmp_path / "space.yaml").write_text("tune:\n  chunked_prefill_size: {choice: [2048, 8192]}\n")
-    launched = []
+    runner: FakeRunner
 
-    def fake_measure(res, **_):  # stands in for launch + benchmark: a value per config
-        launched.append(res.argv())
-        return Measurement(metrics={"comparable_request_throughput": 100.0 + len(launched), "completed": 128})
+    def fake_measure(call):  # stands in for launch + benchmark: a value per config
+        return {"comparable_request_throughput": 100.0 + len(runner.calls), "completed": 128}
 
-    monkeypatch.setattr(loop, "measure", fake_measure)
+    runner = FakeRunner(fake_measure)
     events = []
     tuner = Tuner(
         TuneOptions(
@@ -133,11 +133,12 @@ def test_trials_count_launches_and_a_sampler_that_only_reproposes_ends_the_study
             prune=False,
             run_dir=tmp_path / "study",
         ),
-        on_event=lambda kind, data: events.append((kind, data)),
+        runner=runner,
+        on_event=events.append,
     )
     tuner.run()
     trials = tuner.study.get_trials(deepcopy=False)
     reused = [t for t in trials if "duplicate_of" in t.user_attrs]
-    assert len(launched) == 3 and len(trials) == 3 + len(reused)
-    assert [kind for kind, _ in events if kind == "converged"] == ["converged"]
-    assert len(reused) >= loop.MAX_REPROPOSALS
+    assert len(runner.calls) == 3 and len(trials) == 3 + len(reused)
+    assert [type(e) for e in events if isinstance(e, Converged)] == [Converged]
+    assert len(reused) >= MAX_REPROPOSALS

@@ -122,17 +122,17 @@ def test_baseline_values_map_into_the_space_or_are_recorded_as_fixed():
 
 def test_a_presets_tune_block_joins_the_space(tmp_path):
     """`--preset FILE` with a `tune:` block adds its dimensions (shipped presets too)."""
-    from servetune.tuner.loop import _preset_tune
+    from servetune.tuner._setup import preset_tune
 
     preset = tmp_path / "p.yaml"
     preset.write_text(
         "name: p\nsummary: s\nset: {schedule_policy: lpm}\ntune:\n  chunked_prefill_size: {choice: [2048, 4096]}\n"
     )
     space = build_space(
-        catalog=CATALOG, preset_tune=_preset_tune(str(preset)), space_sets=["mem_fraction_static=float(0.7,0.9)"]
+        catalog=CATALOG, preset_tune=preset_tune(str(preset)), space_sets=["mem_fraction_static=float(0.7,0.9)"]
     )
     assert set(space.params) == {"chunked_prefill_size", "mem_fraction_static"}
-    assert _preset_tune("text-chat-latency")["max_running_requests"] == IntDistribution(int=(32, 256), log=True)
+    assert preset_tune("text-chat-latency")["max_running_requests"] == IntDistribution(int=(32, 256), log=True)
 
 
 def test_a_shipped_workloads_space_drops_fields_an_older_release_lacks(catalogs):

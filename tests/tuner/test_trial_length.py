@@ -6,27 +6,26 @@ from __future__ import annotations
 import pytest
 
 from servetune.errors import TuningError
-from servetune.tuner import TuneOptions, Tuner, loop
-from servetune.tuner._evaluate import Measurement
+from servetune.testing import FakeRunner
+from servetune.tuner import TuneOptions, Tuner
 from tests.tuner.conftest import WORKLOAD
 
 
 @pytest.fixture
-def measured(tmp_path, monkeypatch) -> list[int | None]:
-    """Stands in for launch + benchmark (`loop.measure`): records the requests each trial asked for."""
+def measured(tmp_path, monkeypatch) -> FakeRunner:
+    """Stands in for launch + benchmark (`FakeRunner`); its calls record the requests each trial asked for."""
     monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
     (tmp_path / "space.yaml").write_text("tune:\n  chunked_prefill_size: {choice: [2048, 8192]}\n")
-    asked: list[int | None] = []
+    runner: FakeRunner
 
-    def fake_measure(res, *, requests, **_):
-        asked.append(requests)
-        return Measurement(metrics={"comparable_request_throughput": 100.0 + len(asked), "completed": requests})
+    def fake_measure(call):
+        return {"comparable_request_throughput": 100.0 + len(runner.calls), "completed": call.requests}
 
-    monkeypatch.setattr(loop, "measure", fake_measure)
-    return asked
+    runner = FakeRunner(fake_measure)
+    return runner
 
 
-def _tuner(tmp_path, workload: str, **kw) -> Tuner:
+def _tuner(tmp_path, workload: str, runner: FakeRunner, **kw) -> Tuner:
     (tmp_path / "w.yaml").write_text(workload)
     return Tuner(
         TuneOptions(
@@ -40,7 +39,8 @@ def _tuner(tmp_path, workload: str, **kw) -> Tuner:
             prune=False,
             run_dir=tmp_path / "study",
             **kw,
-        )
+        ),
+        runner=runner,
     )
 
 
@@ -53,14 +53,14 @@ def _tuner(tmp_path, workload: str, **kw) -> Tuner:
     ],
 )
 def test_requests_per_trial(tmp_path, measured, extra, options, expected):
-    tuner = _tuner(tmp_path, WORKLOAD + extra, **options)
+    tuner = _tuner(tmp_path, WORKLOAD + extra, measured, **options)
     tuner.run()
-    assert measured == [expected, expected]
+    assert [call.requests for call in measured.calls] == [expected, expected]
     assert tuner.study.user_attrs["servetune"]["requests"] == expected
 
 
 def test_a_study_resumed_with_another_trial_length_is_refused(tmp_path, measured):
-    _tuner(tmp_path, WORKLOAD).run()
+    _tuner(tmp_path, WORKLOAD, measured).run()
     with pytest.raises(TuningError, match="128 vs 256 requests per trial"):
-        _tuner(tmp_path, WORKLOAD, requests=256).prepare()
-    _tuner(tmp_path, WORKLOAD, requests=128).prepare()  # the same length, given explicitly: fine
+        _tuner(tmp_path, WORKLOAD, measured, requests=256).prepare()
+    _tuner(tmp_path, WORKLOAD, measured, requests=128).prepare()  # the same length, given explicitly: fine

@@ -1,0 +1,201 @@
+"""A study read back from storage: one `TrialSummary` per trial, the best, the baselines, the Pareto
+front and the confirmation, as `TuneResult` (what `tune`, `tune report` and `--json` show)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from servetune.errors import TuningError
+from servetune.tuner import _storage
+from servetune.tuner.objectives import Objective
+from servetune.tuner.space import decode_params
+
+
+@dataclass
+class TrialSummary:
+    """One trial as the report and `--json` show it."""
+
+    number: int
+    state: str
+    source: str
+    params: dict[str, Any]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    values: list[float] | None = None
+    metrics: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    feasible: bool = False
+    config_hash: str | None = None
+    layer: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"number": self.number, "state": self.state, "source": self.source, "params": self.params}
+        if self.fixed:
+            out["fixed"] = self.fixed
+        if self.failure is not None:
+            out["failure"] = self.failure
+        else:
+            out["metrics"] = self.metrics
+            out["values"] = self.values
+            out["feasible"] = self.feasible
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class TuneResult:
+    """The outcome of a study, read back from storage (so `tune report` sees the same)."""
+
+    study: str
+    storage: str
+    objectives: list[dict[str, str]]
+    slos: list[str]
+    trials: list[TrialSummary]
+    best: TrialSummary | None
+    baseline: TrialSummary | None
+    defaults: TrialSummary | None
+    pareto: list[int]
+    confirmation: dict[str, Any] | None
+    meta: dict[str, Any]
+
+    def ratio(self) -> float | None:
+        """best/baseline on the primary objective (the confirmed median when re-measured)."""
+        if self.confirmation and self.confirmation.get("chosen_ratio") is not None:
+            return self.confirmation["chosen_ratio"]
+        if self.best and self.baseline and self.best.values and self.baseline.values and self.baseline.values[0]:
+            return self.best.values[0] / self.baseline.values[0]
+        return None
+
+    def as_json(self) -> dict[str, Any]:
+        def brief(t: TrialSummary | None) -> dict[str, Any] | None:
+            if t is None:
+                return None
+            return {
+                "number": t.number,
+                "source": t.source,
+                "params": t.params,
+                "fixed": t.fixed,
+                "set": t.layer,
+                "metrics": t.metrics,
+                "values": t.values,
+            }
+
+        return {
+            "study": self.study,
+            "storage": _storage.redact_url(self.storage),
+            "objectives": self.objectives,
+            "slos": self.slos,
+            "best": brief(self.best),
+            "baseline": brief(self.baseline),
+            "defaults": brief(self.defaults),
+            "ratio": self.ratio(),
+            "confirmation": self.confirmation,
+            "pareto_front": self.pareto,
+            "trials": [t.as_json() for t in self.trials],
+            "meta": self.meta,
+        }
+
+
+def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None) -> TrialSummary:
+    """A `FrozenTrial` as a `TrialSummary` (feasible = COMPLETE and every SLO met); `space` (the
+    study's, as stored in its metadata) maps ordinal choices' indices back to their values."""
+    state = t.state.name
+    constraints = t.user_attrs.get("constraints") or []
+    feasible = state == "COMPLETE" and all(c <= 0 for c in constraints)
+    note = ""
+    if "duplicate_of" in t.user_attrs:
+        note = f"same config as trial {t.user_attrs['duplicate_of']} (not relaunched)"
+    if "retry_of" in t.user_attrs:
+        note = (note + "; " if note else "") + f"retry of trial {t.user_attrs['retry_of']}"
+    if state == "COMPLETE" and not feasible:
+        note = (note + "; " if note else "") + "violates an SLO"
+    return TrialSummary(
+        number=t.number,
+        state=state,
+        source=t.user_attrs.get("source", "sampler"),
+        params=decode_params(t.params, t.distributions, space or {}),
+        fixed=dict(t.user_attrs.get("fixed") or {}),
+        values=list(t.values) if t.values is not None else None,
+        metrics=t.user_attrs.get("metrics"),
+        failure=_storage.failure_of(t),
+        feasible=feasible,
+        config_hash=t.user_attrs.get("config_hash"),
+        layer=dict(t.user_attrs.get("layer") or {}),
+        note=note,
+    )
+
+
+def objectives_from_meta(meta: dict[str, Any]) -> tuple[Objective, ...]:
+    """The objectives a study's metadata (`user_attrs["servetune"]`) records."""
+    return tuple(
+        Objective(o["name"], o["metric"], o["direction"], o.get("unit", "")) for o in meta.get("objectives", [])
+    )
+
+
+def rank_feasible(trials: list[TrialSummary], objectives) -> list[TrialSummary]:
+    """Feasible trials, best first on the primary objective (ties: lower trial number)."""
+    sign = -1.0 if objectives[0].direction == "maximize" else 1.0
+    ok = [t for t in trials if t.feasible and t.values]
+    return sorted(ok, key=lambda t: (sign * t.values[0], t.number))
+
+
+def pareto_front(trials: list[TrialSummary], objectives) -> list[TrialSummary]:
+    """Feasible trials no other feasible trial dominates."""
+    ok = [t for t in trials if t.feasible and t.values]
+    signs = [1.0 if o.direction == "minimize" else -1.0 for o in objectives]
+
+    def key(t):
+        return [s * v for s, v in zip(signs, t.values)]
+
+    front = []
+    for t in ok:
+        kt = key(t)
+        if not any(all(a <= b for a, b in zip(key(u), kt)) and key(u) != kt for u in ok):
+            front.append(t)
+    return sorted(front, key=lambda t: t.number)
+
+
+def pick_best(trials: list[TrialSummary], objectives) -> TrialSummary | None:
+    """Best feasible trial on the primary objective (for Pareto runs: the front's best on it)."""
+    pool = pareto_front(trials, objectives) if len(objectives) > 1 else trials
+    ranked = rank_feasible(pool, objectives)
+    return ranked[0] if ranked else None
+
+
+def baseline_of(trials: list[TrialSummary], source: str) -> TrialSummary | None:
+    """The last measured trial of a baseline `source` (rules, defaults), else its last trial."""
+    measured = [t for t in trials if t.source == source and t.state == "COMPLETE"]
+    if measured:
+        return measured[-1]
+    any_ = [t for t in trials if t.source == source]
+    return any_[-1] if any_ else None
+
+
+def load_result(study, storage_url: str) -> TuneResult:
+    """Read a study back from storage into a `TuneResult`."""
+    meta = study.user_attrs.get("servetune") or {}
+    objectives = objectives_from_meta(meta)
+    if not objectives:
+        raise TuningError(f"study {study.study_name!r} was not made by servetune tune (no metadata)")
+    trials = [summarize_trial(t, objectives, (), meta.get("space") or {}) for t in study.get_trials(deepcopy=False)]
+    confirmation = study.user_attrs.get("confirmation")
+    best = pick_best(trials, objectives)
+    if confirmation:
+        chosen = next((t for t in trials if t.number == confirmation.get("chosen_trial")), None)
+        best = chosen or best
+    baseline = baseline_of(trials, "rules")
+    return TuneResult(
+        study=study.study_name,
+        storage=storage_url,
+        objectives=meta.get("objectives", []),
+        slos=meta.get("slos", []),
+        trials=trials,
+        best=best,
+        baseline=baseline,
+        defaults=baseline_of(trials, "defaults"),
+        pareto=[t.number for t in pareto_front(trials, objectives)] if len(objectives) > 1 else [],
+        confirmation=confirmation,
+        meta=meta,
+    )

@@ -1,0 +1,285 @@
+"""One trial: suggest its params, resolve it from the study's `Context`, measure it through the
+runner (pruning through `should_stop`), and tell the study: values, PRUNED, or FAIL with the
+failure record. A config whose hash matches a measured or config-failed one is not launched again."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from servetune.errors import ConflictError, TuningError
+from servetune.runner import Failure
+from servetune.tuner import _local, _storage
+from servetune.tuner._evaluate import Outcome, Slot, config_hash, evaluate, failure_record
+from servetune.tuner._options import SOURCES_BASELINE
+from servetune.tuner._result import pick_best, summarize_trial
+from servetune.tuner.events import BestSoFar, TrialFinished, TrialStarted
+from servetune.tuner.space import suggest
+
+if TYPE_CHECKING:
+    from servetune.runner import BaseRunner
+    from servetune.tuner._setup import StudySetup
+
+
+def launches(trials: list, *, running: bool = True) -> int:
+    """Trials that count towards `--trials`: launched ones (COMPLETE, PRUNED, config failures), and
+    RUNNING ones when `running`; a reused duplicate and a lost or interrupted launch do not count."""
+    from optuna.trial import TrialState
+
+    used = 0
+    for t in trials:
+        if t.state == TrialState.RUNNING and running:
+            used += 1
+        elif "duplicate_of" in t.user_attrs:
+            continue
+        elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
+            t.state == TrialState.FAIL and _storage.is_config_failure(t)
+        ):
+            used += 1
+    return used
+
+
+class TrialDriver:
+    """Runs trials of one study (from any slot's thread) and tells the study their outcome.
+
+    Args:
+        setup: The prepared study.
+        runner: Measures a resolution (launch + benchmark).
+        on_event: Receives `TrialStarted` / `TrialFinished`.
+        stop: Set on Ctrl-C (or by a caller) to end the running benchmark and the study.
+        lock: Held while asking for a trial; guards `reproposals`.
+        local_budget: Trials of the local phase (baselines then record their full config).
+    """
+
+    def __init__(
+        self,
+        setup: StudySetup,
+        runner: BaseRunner,
+        *,
+        on_event: Callable[[Any], None],
+        stop: threading.Event,
+        lock: threading.Lock,
+        local_budget: int,
+    ) -> None:
+        self.s = setup
+        self.runner = runner
+        self.on_event = on_event
+        self.stop = stop
+        self.lock = lock
+        self.local_budget = local_budget
+        self.reproposals = 0
+        """Trials in a row (this process) whose config was measured before: reused, not launched."""
+
+    @property
+    def prunable(self) -> bool:
+        """Pruning is on and the study has one objective."""
+        return self.s.options.prune and len(self.s.objectives) == 1
+
+    def run(self, trial, slot: Slot) -> None:
+        """Resolve, measure and tell one asked trial."""
+        s = self.s
+        source = trial.user_attrs.get("source", "sampler")
+        if source in SOURCES_BASELINE:
+            fixed_params = s.study._storage.get_trial(trial._trial_id).system_attrs.get("fixed_params") or {}
+            params = suggest(trial, s.space, only=fixed_params)
+            layer: dict[str, Any] = {}
+        else:
+            params = suggest(trial, s.space)
+            auto = set(trial.user_attrs.get("auto") or ())  # a local trial: left to SGLang as in its incumbent
+            layer = {k: v for k, v in params.items() if v is not None and k not in auto}
+            trial.set_user_attr("source", source)
+        trial.set_user_attr("layer", layer)
+        trial.set_user_attr("params", params)  # real values (Optuna stores an ordinal choice's index)
+        trial_dir = s.run_dir / f"trial-{trial.number:04d}"
+        trial.set_user_attr("run_dir", str(trial_dir.resolve()))
+        self.on_event(TrialStarted(number=trial.number, source=source, params=params, slot=slot.index))
+        try:
+            res = s.resolve(layer, source=source)
+        except ConflictError as exc:
+            return self.fail(trial, Failure(cls="require", message=exc.message, log_tail="\n".join(exc.notes)))
+        argv, env = list(res.argv()), dict(res.env())
+        h = config_hash(argv, env)
+        trial.set_user_attr("config_hash", h)
+        trial.set_user_attr("argv", argv)
+        trial.set_user_attr("env", env)
+
+        prior = self._same_config(h, trial.number)
+        with self.lock:
+            self.reproposals = self.reproposals + 1 if prior is not None and source not in SOURCES_BASELINE else 0
+        if prior is not None:
+            return self._reuse(trial, prior)
+
+        m = evaluate(
+            self.runner,
+            res,
+            workload=s.workload,
+            slot=slot,
+            run_dir=trial_dir,
+            requests=s.requests,
+            should_stop=self._should_stop(trial),
+        )
+        trial.set_user_attr("timing", {"launch_s": round(m.launch_s, 3), "bench_s": round(m.bench_s, 3)})
+        if self.stop.is_set() and (m.stopped_early or m.failure is not None):
+            raise KeyboardInterrupt
+        if m.failure is not None:
+            if m.failure.cls in ("bad_command", "wrong_server") and source in SOURCES_BASELINE:
+                self.fail(trial, m.failure)
+                raise TuningError(
+                    f"the baseline launch failed ({m.failure.cls}): {m.failure.message}",
+                    help="check --sglang-cmd and that SGLang is installed; every trial would fail the same way",
+                    notes=[f"log tail:\n{m.failure.log_tail}"] if m.failure.log_tail else (),
+                )
+            return self.fail(trial, m.failure)
+        if source in SOURCES_BASELINE and self.local_budget:
+            fixed = trial.user_attrs.get("fixed") or {}
+            trial.set_user_attr("effective_params", _local.baseline_values(s, params, fixed, env, m.server_info))
+            trial.set_user_attr("auto", sorted(n for n, v in fixed.items() if v is None))
+        return self._tell_measured(trial, m)
+
+    def _should_stop(self, trial) -> Callable[[int, Any], bool]:
+        """The benchmark's `should_stop`: Ctrl-C, or the pruner at a checkpoint.
+
+        The pruner is asked at a few checkpoints only (every twelfth of the run): each ask reads
+        the study, and on a small box that work would slow the benchmark client it shares the CPU
+        with. It is asked only once the steady window holds a full wave (`window_ready`)."""
+        from servetune.tuner._pruning import Checkpoints
+        from servetune.tuner.objectives import flatten_metrics
+
+        objective = self.s.objectives[0]
+        points = Checkpoints(
+            self.s.requests, self.s.workload.max_concurrency, first_wave=objective.direction == "maximize"
+        )
+
+        def should_stop(step: int, partial: Any) -> bool:
+            if self.stop.is_set():
+                return True
+            if not self.prunable or not points.grid or step < points.grid[0]:
+                return False
+            flat = flatten_metrics(partial)
+            checkpoint = points.due(step, flat)
+            value = objective.value(flat)
+            if checkpoint is None or value is None:
+                return False
+            trial.report(value, checkpoint)
+            if not trial.should_prune():
+                return False
+            trial.set_user_attr(
+                "pruned_at", {"step": checkpoint, "value": value, "steady_completed": flat.get("steady_completed")}
+            )
+            return True
+
+        return should_stop
+
+    def _tell_measured(self, trial, m: Outcome) -> None:
+        from optuna.trial import TrialState
+
+        metrics = m.metrics or {}
+        trial.set_user_attr("metrics", metrics)
+        self._constrain(trial, metrics)
+        if m.stopped_early:
+            self.s.study.tell(trial, state=TrialState.PRUNED)
+            return self.finished(trial.number)
+        values = [ob.value(metrics) for ob in self.s.objectives]
+        if any(v is None for v in values):
+            missing = [ob.metric for ob, v in zip(self.s.objectives, values) if v is None]
+            message = f"the benchmark did not report {', '.join(missing)}"
+            return self.fail(trial, Failure(cls="bench_error", message=message))
+        self.s.study.tell(trial, values)
+        self.finished(trial.number)
+
+    def _constrain(self, trial, metrics: dict[str, Any]) -> None:
+        """SLO violations (<= 0 met) in user_attrs, and as Optuna constraints for the sampler."""
+        values = [slo.violation(metrics) for slo in self.s.slos]
+        trial.set_user_attr("constraints", values)
+        if hasattr(trial, "set_constraint"):
+            for slo, value in zip(self.s.slos, values):
+                trial.set_constraint(f"slo {slo}", value)
+
+    def fail(self, trial, failure: Failure) -> None:
+        """Tell the study the trial failed, with its failure record."""
+        from optuna.trial import TrialState
+
+        trial.set_user_attr("failure", failure_record(failure))
+        self.s.study.tell(trial, state=TrialState.FAIL)
+        self.finished(trial.number)
+
+    def interrupted(self, trial) -> None:
+        """Ctrl-C during `trial`: FAIL it as `interrupted` and queue a retry."""
+        from optuna.trial import TrialState
+
+        study = self.s.study
+        failure = {"class": "interrupted", "message": "stopped by Ctrl-C; a retry was queued", "log_tail": ""}
+        trial.set_user_attr("failure", failure)
+        study.tell(trial, state=TrialState.FAIL)
+        _storage.retry_lost_trial(study, study._storage.get_trial(trial._trial_id))
+        self.on_event(
+            TrialFinished(
+                number=trial.number,
+                state="FAIL",
+                failure=failure,
+                source=trial.user_attrs.get("source", "sampler"),
+                done=launches(study.get_trials(deepcopy=False), running=False),
+                total=self.s.options.trials,
+            )
+        )
+
+    def _same_config(self, h: str, number: int):
+        from optuna.trial import TrialState
+
+        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+        for t in self.s.study.get_trials(deepcopy=False, states=states):
+            if t.number == number or t.user_attrs.get("config_hash") != h:
+                continue
+            if t.state == TrialState.FAIL and not _storage.is_config_failure(t):
+                continue
+            return t
+        return None
+
+    def _reuse(self, trial, prior) -> None:
+        """A config measured (or failed) before is not launched again; its outcome is copied."""
+        from optuna.trial import TrialState
+
+        trial.set_user_attr("duplicate_of", prior.number)
+        if prior.state == TrialState.FAIL:
+            f = prior.user_attrs.get("failure") or {}
+            return self.fail(
+                trial,
+                Failure(
+                    cls=f.get("class", "crash"),
+                    message=f"same config as failed trial {prior.number}: {f.get('message', '')}",
+                    log_tail=f.get("log_tail", ""),
+                ),
+            )
+        trial.set_user_attr("metrics", prior.user_attrs.get("metrics"))
+        self._constrain(trial, prior.user_attrs.get("metrics") or {})
+        if prior.state == TrialState.PRUNED:
+            self.s.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self.s.study.tell(trial, list(prior.values))
+        self.finished(trial.number)
+
+    def finished(self, number: int) -> None:
+        """Send `TrialFinished` for a told trial, with the best so far and the launches counted."""
+        s = self.s
+        storage = s.study._storage
+        t = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(s.study._study_id, number))
+        space = s.space.as_dict()
+        summary = summarize_trial(t, s.objectives, s.slos, space)
+        trials = s.study.get_trials(deepcopy=False)
+        best = pick_best([summarize_trial(x, s.objectives, s.slos, space) for x in trials], s.objectives)
+        self.on_event(
+            TrialFinished(
+                number=number,
+                state=summary.state,
+                source=summary.source,
+                values=None if summary.values is None else tuple(summary.values),
+                failure=summary.failure,
+                feasible=summary.feasible,
+                params=summary.params,
+                duplicate_of=t.user_attrs.get("duplicate_of"),
+                best=None if best is None else BestSoFar(best.number, tuple(best.values or ())),
+                done=launches(trials, running=False),
+                total=s.options.trials,
+            )
+        )

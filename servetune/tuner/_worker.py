@@ -1,0 +1,106 @@
+"""The slot workers of one process: each asks the study for a trial (under one lock), runs it in
+its GPU slot and repeats until the launch budget is spent or the sampler only re-proposes
+measured configs. With several slots each worker is a thread; Ctrl-C stops them all."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from servetune.tuner import _local, _storage
+from servetune.tuner._evaluate import Slot
+from servetune.tuner._trial import TrialDriver, launches
+from servetune.tuner.events import Converged
+
+if TYPE_CHECKING:
+    from servetune.runner import BaseRunner
+    from servetune.tuner._setup import StudySetup
+
+MAX_REPROPOSALS = 20
+"""Trials in a row whose config was measured before (reused, not launched) after which a study
+stops: the sampler keeps proposing what it has measured (converged, or the space is used up).
+Such trials do not count towards `--trials`, which counts launches."""
+
+
+class SlotWorkers:
+    """Runs the study's trials in its slots until the budget is spent, converged, or stopped.
+
+    Args:
+        setup: The prepared study.
+        runner: Measures each trial (launch + benchmark).
+        on_event: Receives the trial and `Converged` events.
+        stop: Set on Ctrl-C, or by a caller to end the study after the running trials.
+    """
+
+    def __init__(
+        self, setup: StudySetup, runner: BaseRunner, *, on_event: Callable[[Any], None], stop: threading.Event
+    ) -> None:
+        self.s = setup
+        self.on_event = on_event
+        self.stop = stop
+        self.lock = threading.Lock()
+        self.local_budget = _local.study_budget(setup)
+        self.driver = TrialDriver(
+            setup, runner, on_event=on_event, stop=stop, lock=self.lock, local_budget=self.local_budget
+        )
+        self._converged = False
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        """One worker per slot (threads when more than one); returns when all have stopped."""
+        slots = self.s.slots
+        if len(slots) == 1:
+            self._work(slots[0])
+            return
+        threads = [threading.Thread(target=self._guarded, args=(slot,), name=f"slot-{slot.index}") for slot in slots]
+        for th in threads:
+            th.start()
+        try:
+            while any(th.is_alive() for th in threads):
+                for th in threads:
+                    th.join(timeout=0.2)
+        except KeyboardInterrupt:
+            self.stop.set()
+            for th in threads:
+                th.join()
+            raise
+        if self._error is not None:
+            raise self._error
+
+    def _guarded(self, slot: Slot) -> None:
+        try:
+            self._work(slot)
+        except BaseException as exc:
+            self._error = exc
+            self.stop.set()
+
+    def _work(self, slot: Slot) -> None:
+        study = self.s.study
+        while not self.stop.is_set():
+            with self.lock:
+                _storage.fail_lost_trials(study)
+                trials = study.get_trials(deepcopy=False)
+                if launches(trials) >= self.s.options.trials:
+                    return
+                if self.driver.reproposals >= MAX_REPROPOSALS:
+                    if not self._converged:  # said once, though every slot's worker stops here
+                        self._converged = True
+                        done = launches(study.get_trials(deepcopy=False), running=False)
+                        self.on_event(Converged(reproposals=self.driver.reproposals, done=done))
+                    return
+                _local.enqueue_neighbour(self.s, trials, self.local_budget)
+                with warnings.catch_warnings():
+                    # "heartbeat is meant for optimize()": we beat ourselves
+                    warnings.simplefilter("ignore", UserWarning)
+                    trial = study.ask()
+                trial.set_user_attr("worker", {**_storage.worker_identity(), "slot": slot.index})
+            with _storage.Heartbeat(self.s.storage, trial._trial_id):
+                try:
+                    self.driver.run(trial, slot)
+                except KeyboardInterrupt:
+                    self.driver.interrupted(trial)
+                    raise
+            if self.stop.is_set():
+                return
