@@ -1,6 +1,7 @@
-"""One error hierarchy for everything a user can get wrong or the world can break.
+"""The error hierarchy: every error servetune raises for something a user got wrong or the world
+broke is a `ServetuneError` defined here (other modules re-export, never define, them).
 
-Every `ServetuneError` is rendered by the CLI as a message (never a traceback) and exits 1.
+The CLI renders a `ServetuneError` as a message (never a traceback) and exits 1.
 Exit codes: 0 ok, 1 user error (`ServetuneError`), 2 usage (click), 3 bug, 130 Ctrl-C.
 """
 
@@ -9,6 +10,21 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+__all__ = [
+    "BenchError",
+    "CatalogError",
+    "ConflictError",
+    "HardwareDetectionError",
+    "LaunchError",
+    "RequireViolation",
+    "ServetuneError",
+    "SourceLocation",
+    "SpecError",
+    "TuningError",
+    "UnknownNameError",
+    "did_you_mean",
+]
 
 
 @dataclass(frozen=True)
@@ -80,6 +96,12 @@ class ConflictError(ServetuneError):
     """Two decisions of one layer disagree, a resolution cycle, or a pin breaks a `require` rule."""
 
     code = "conflict"
+
+
+class RequireViolation(ConflictError):
+    """A tuner trial (or preset) breaks a `require` rule: such a config is never launched."""
+
+    code = "require-violation"
 
 
 class HardwareDetectionError(ServetuneError):

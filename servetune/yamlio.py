@@ -1,7 +1,14 @@
-"""YAML loading that keeps line numbers, and validation errors that point at them.
+"""YAML loading for every file a user may hand servetune: bounded, with line numbers, and with
+validation errors that point at them.
 
-Only `yaml.safe_load` semantics: the text is composed by the safe loader (keeping every node's
-position) and constructed by its safe constructor, so Python tags (`!!python/object`) are refused.
+Rule, preset, hardware, workload and search-space files may come from users, so loading is
+bounded before anything is built: files over `MAX_BYTES`, and documents that have, once aliases
+are expanded, over `MAX_NODES` nodes or `MAX_DEPTH` levels are refused with a `SpecError` naming
+the file and line. Anchors and aliases stay allowed (the shipped rules use them), but an alias
+counts as the whole value it repeats, so a few lines of nested aliases ("billion laughs", which
+would grow to gigabytes) stop at the alias that crosses the limit. Only `yaml.safe_load` semantics:
+the text is composed by the safe loader (keeping every node's position) and constructed by its
+safe constructor, so Python tags (`!!python/object`) are refused.
 """
 
 from __future__ import annotations
@@ -13,6 +20,29 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from servetune.errors import SourceLocation, SpecError, did_you_mean
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "KeyPath",
+    "Spans",
+    "display_path",
+    "format_key_path",
+    "load_yaml",
+    "load_yaml_with_spans",
+    "spec_error_from_validation",
+]
+
+MAX_BYTES = 4 * 1024 * 1024
+"""Largest YAML file servetune reads (the shipped rule files together are under 100 KiB)."""
+MAX_NODES = 500_000
+"""Most scalars, mappings and sequences in one document, aliases expanded (8,000 generated rules
+are about 150,000)."""
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and sequences (the shipped files nest under 10 levels)."""
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent
 
 KeyPath = tuple[Any, ...]
 
@@ -47,28 +77,134 @@ def _walk(node: yaml.Node, path: KeyPath, spans: Spans, filename: str) -> None:
             _walk(item, path + (index,), spans, filename)
 
 
-def load_yaml_with_spans(source: str | Path, text: str | None = None) -> tuple[Any, Spans]:
-    """Parse YAML safely and return `(data, spans)`.
+def display_path(path: str | Path) -> str:
+    """Package files as `servetune/data/...`, other files as given."""
+    p = Path(str(path))
+    try:
+        return str(p.resolve().relative_to(_PACKAGE_ROOT.parent))
+    except ValueError:
+        return str(path)
+
+
+def _read(source: str | Path, filename: str, max_bytes: int) -> str:
+    path = Path(source)
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise _too_large(filename, size, max_bytes)
+        with path.open("rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise SpecError(f"file not found: {filename}", help="check the path") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise SpecError(f"cannot read {filename}: {exc.__class__.__name__}") from None
+    if len(raw) > max_bytes:  # grew after stat, or a pipe that reports size 0
+        raise _too_large(filename, len(raw), max_bytes)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"cannot read {filename}: {exc.__class__.__name__}") from None
+
+
+def _too_large(filename: str, size: int, max_bytes: int) -> SpecError:
+    return SpecError(
+        f"{filename} is {size:,} bytes, over the {max_bytes:,}-byte limit for a YAML file",
+        location=SourceLocation(filename),
+        help="split it into several files (e.g. several --rules files), or check that it is the file you meant",
+    )
+
+
+def _check_events(loader: Any, filename: str, max_nodes: int, max_depth: int) -> None:
+    """One pass over the parser's events, before any node is built: count nodes and nesting as
+    they are once aliases are expanded (an alias counts the whole value of its anchor), and stop
+    at the position where a limit is crossed. A few lines of nested aliases ("billion laughs")
+    stop here, at the alias that crosses the limit, in microseconds."""
+    total = 0
+    sizes: dict[str, tuple[int, int]] = {}  # anchor -> (expanded nodes, height)
+    stack: list[list[Any]] = []  # open collections: [anchor, total at start, tallest child]
+
+    def fail(event: Any, message: str, hint: str) -> SpecError:
+        mark = event.start_mark
+        return SpecError(message, location=SourceLocation(filename, mark.line + 1, mark.column + 1), help=hint)
+
+    def add(event: Any, nodes: int, height: int) -> None:
+        nonlocal total
+        total += nodes
+        if total > max_nodes:
+            via = f" (through alias '*{event.anchor}')" if isinstance(event, yaml.AliasEvent) else ""
+            raise fail(
+                event,
+                f"YAML expands to more than {max_nodes:,} nodes{via}",
+                "split the file, or write fewer aliases: servetune bounds what a file may expand to "
+                "so that a small file cannot grow into gigabytes",
+            )
+        if len(stack) + height > max_depth:
+            raise fail(
+                event,
+                f"YAML nested more than {max_depth} levels deep",
+                "servetune's files nest a few levels; flatten the structure",
+            )
+        if stack:
+            stack[-1][2] = max(stack[-1][2], height)
+
+    while (event := loader.get_event()) is not None:
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor not in sizes:  # the composer reports it, with its position
+                continue
+            add(event, *sizes[event.anchor])
+        elif isinstance(event, yaml.ScalarEvent):
+            add(event, 1, 0)
+            if event.anchor:
+                sizes[event.anchor] = (1, 0)
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            add(event, 1, 1)
+            stack.append([event.anchor, total - 1, 0])
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            anchor, start, tallest = stack.pop()
+            if stack:
+                stack[-1][2] = max(stack[-1][2], tallest + 1)
+            if anchor:
+                sizes[anchor] = (total - start, tallest + 1)
+
+
+def load_yaml_with_spans(
+    source: str | Path,
+    text: str | None = None,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_nodes: int = MAX_NODES,
+    max_depth: int = MAX_DEPTH,
+) -> tuple[Any, Spans]:
+    """Parse YAML safely and within bounds; return `(data, spans)`.
 
     Args:
         source: The file path (read unless `text` is given); used in locations.
         text: The YAML text, when it does not come from a file.
+        max_bytes: Refuse longer input.
+        max_nodes: Refuse documents with more nodes (scalars, mappings, sequences), aliases expanded.
+        max_depth: Refuse documents nested deeper, aliases expanded.
 
     Raises:
-        SpecError: On a syntax error or an unsafe tag, with file:line:col.
+        SpecError: On a missing or unreadable file, input over a limit (aliases expanded), a syntax
+            error or an unsafe tag, with file:line:col and a hint.
     """
     filename = str(source)
     if text is None:
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise SpecError(f"file not found: {filename}", help="check the path") from None
-        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-            raise SpecError(f"cannot read {filename}: {exc.__class__.__name__}") from None
-    loader = _SAFE_LOADER(text)
+        text = _read(source, filename, max_bytes)
+    elif len(text.encode("utf-8")) > max_bytes:
+        raise _too_large(filename, len(text.encode("utf-8")), max_bytes)
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        events = _SAFE_LOADER(text)
+        try:
+            _check_events(events, filename, max_nodes, max_depth)
+        finally:
+            events.dispose()
+        loader = _SAFE_LOADER(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         where = SourceLocation(filename, mark.line + 1, mark.column + 1) if mark else SourceLocation(filename)
@@ -84,13 +220,20 @@ def load_yaml_with_spans(source: str | Path, text: str | None = None) -> tuple[A
         raise SpecError(
             f"YAML syntax error: {problem}", location=where, help="fix the YAML syntax at that position"
         ) from None
-    finally:
-        loader.dispose()
     spans = Spans()
     if node is not None:
         spans[()] = SourceLocation(filename, node.start_mark.line + 1, node.start_mark.column + 1)
         _walk(node, (), spans, filename)
     return data, spans
+
+
+def load_yaml(source: str | Path, text: str | None = None) -> Any:
+    """`load_yaml_with_spans` without the spans: bounded `yaml.safe_load` for user files.
+
+    Raises:
+        SpecError: As `load_yaml_with_spans`.
+    """
+    return load_yaml_with_spans(source, text)[0]
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> KeyPath:

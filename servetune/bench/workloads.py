@@ -69,7 +69,7 @@ def load_workload_file(path: Path) -> Workload:
     from pydantic import ValidationError
 
     from servetune.errors import SourceLocation
-    from servetune.rules._yaml import load_yaml_with_spans, spec_error_from_validation
+    from servetune.yamlio import load_yaml_with_spans, spec_error_from_validation
 
     data, spans = load_yaml_with_spans(path)
     if not isinstance(data, dict):

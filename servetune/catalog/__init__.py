@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from servetune.catalog.values import coerce_env, coerce_field, env_text, is_env_name, unknown_key_error
 from servetune.errors import CatalogError, UnknownNameError, did_you_mean
 from servetune.schema.catalog import Catalog, EnvSpec, FieldSpec
 
@@ -33,14 +34,19 @@ __all__ = [
     "FieldSpec",
     "available_versions",
     "catalog_dir",
+    "coerce_env",
+    "coerce_field",
     "default_version",
     "dump_catalog",
+    "env_text",
     "env_var",
     "field",
     "field_for_flag",
     "installed_sglang_version",
+    "is_env_name",
     "load_catalog",
     "sync",
+    "unknown_key_error",
     "version_key",
 ]
 

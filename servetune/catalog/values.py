@@ -1,4 +1,5 @@
-"""Typing values against the SGLang catalog: what a rule, preset, pin or trial may set."""
+"""Typing values against the SGLang catalog: what a rule, preset, pin or trial may set, and how an env
+value is written. Below rules and render, which both use it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 from servetune.errors import UnknownNameError, did_you_mean
 from servetune.schema.catalog import Catalog, EnvSpec, FieldSpec
+
+__all__ = ["coerce_env", "coerce_field", "env_text", "is_env_name", "unknown_key_error"]
 
 _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off"}

@@ -59,9 +59,17 @@ def register(app: typer.Typer) -> None:
     def lint_cmd(extra: RulesOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         """Run every rule over all bundled GPU x model x workload combinations; report conflicts
         and rules that never match."""
+        from servetune import hardware
+        from servetune.catalog import available_versions, load_catalog
+        from servetune.modelinfo import bundled_models, load_model_facts
         from servetune.rules.lint import lint
 
-        report = lint(_load(extra))
+        report = lint(
+            _load(extra),
+            gpus=[hardware.named_profile(name).gpu for name in hardware.profile_names()],
+            models=[load_model_facts(name) for name in bundled_models()],
+            catalogs=[load_catalog(version) for version in available_versions()],
+        )
         if as_json:
             print(json.dumps(report.to_dict(), indent=2))
         else:

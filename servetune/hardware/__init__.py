@@ -17,8 +17,8 @@ import yaml
 from pydantic import ValidationError
 
 from servetune.errors import SourceLocation, SpecError, UnknownNameError, did_you_mean
-from servetune.rules._yaml import load_yaml_with_spans, spec_error_from_validation
 from servetune.schema.facts import GpuFacts, HardwareProfile
+from servetune.yamlio import load_yaml_with_spans, spec_error_from_validation
 
 __all__ = ["detect", "load_profile", "named_profile", "profile_names", "save_profile"]
 

@@ -9,9 +9,8 @@ import yaml
 from pydantic import ValidationError
 
 from servetune.errors import SourceLocation, SpecError, UnknownNameError, did_you_mean
-from servetune.rules._yaml import load_yaml_with_spans, spec_error_from_validation
-from servetune.rules.loader import display_path
 from servetune.schema.preset import Preset
+from servetune.yamlio import display_path, load_yaml_with_spans, spec_error_from_validation
 
 __all__ = ["list_presets", "load_preset", "preset_files", "write_preset"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from servetune.rules.values import env_text
+from servetune.catalog.values import env_text
 from servetune.schema.catalog import Catalog, FieldSpec
 from servetune.schema.decision import ResolvedConfig
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from servetune.schema.decision import ConditionResult
@@ -214,3 +216,51 @@ def _hashable(value: Any) -> Any:
 def conditions_disjoint(a: Condition, b: Condition) -> bool:
     """True when the two conditions provably never hold together."""
     return any(atoms_disjoint(x, y) for x in top_level_atoms(a) for y in top_level_atoms(b))
+
+
+def _eq_sets(cond: Condition) -> dict[str, set]:
+    """Per path, the values a top-level `eq`/`in` atom allows (intersected when a path repeats); the
+    atoms `atoms_disjoint` compares by value set."""
+    out: dict[str, set] = {}
+    for atom in top_level_atoms(cond):
+        if atom.op not in ("eq", "in") or isinstance(atom.value, Ref) or FACT_PATHS.get(atom.path) == "version":
+            continue
+        values = {_hashable(atom.value)} if atom.op == "eq" else {_hashable(v) for v in atom.value}
+        out[atom.path] = out[atom.path] & values if atom.path in out else values
+    return out
+
+
+def overlap_candidates(conds: Sequence[Condition]) -> Iterator[tuple[int, int]]:
+    """Index pairs `(i, j)`, `i < j`, that `conditions_disjoint` might not prove disjoint: a superset
+    of the overlapping pairs, found without comparing every pair.
+
+    Conditions are bucketed by the value of the most common `eq`/`in` path; two conditions in
+    different buckets of one path are disjoint (`atoms_disjoint`), so only pairs within a bucket,
+    and pairs involving conditions without that path, are candidates. Buckets split again by the
+    next path. Files of per-model rules thus cost about n log n instead of n².
+    """
+    sets = [_eq_sets(c) for c in conds]
+    seen: set[tuple[int, int]] = set()
+    for i, j in _candidates(list(range(len(conds))), sets, frozenset()):
+        pair = (i, j) if i < j else (j, i)
+        if pair not in seen:
+            seen.add(pair)
+            yield pair
+
+
+def _candidates(members: list[int], sets: list[dict[str, set]], used: frozenset) -> Iterator[tuple[int, int]]:
+    counts = Counter(path for i in members for path in sets[i] if path not in used)
+    path, n = counts.most_common(1)[0] if counts else (None, 0)
+    if len(members) <= 8 or n < 2:
+        yield from itertools.combinations(members, 2)
+        return
+    with_path = [i for i in members if path in sets[i]]
+    rest = [i for i in members if path not in sets[i]]
+    buckets: dict[Any, list[int]] = defaultdict(list)
+    for i in with_path:
+        for value in sets[i][path]:
+            buckets[value].append(i)
+    for bucket in buckets.values():
+        yield from _candidates(bucket, sets, used | {path})
+    yield from itertools.product(rest, with_path)
+    yield from _candidates(rest, sets, used | {path})

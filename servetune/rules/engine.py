@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from servetune.errors import ConflictError, SpecError
+from servetune.catalog.values import coerce_env, coerce_field, is_env_name, unknown_key_error
+from servetune.errors import ConflictError, RequireViolation, SpecError
 from servetune.rules.conditions import UNSET, evaluate
 from servetune.rules.loader import LoadedRule, RuleSet
-from servetune.rules.values import coerce_env, coerce_field, is_env_name, unknown_key_error
 from servetune.schema.catalog import Catalog
 from servetune.schema.decision import (
     LAYER_ORDER,
@@ -31,14 +31,10 @@ from servetune.schema.facts import FACT_PATHS, Facts, fact_value
 from servetune.schema.rule import Derived
 from servetune.versions import in_window
 
+__all__ = ["MAX_DERIVATION_ROUNDS", "MAX_ITERATIONS", "LayerInput", "RequireViolation", "resolve"]
+
 MAX_ITERATIONS = 32
 MAX_DERIVATION_ROUNDS = 8
-
-
-class RequireViolation(ConflictError):
-    """A tuner trial (or preset) breaks a `require` rule: such a config is never launched."""
-
-    code = "require-violation"
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,31 @@
-"""`servetune rules lint`: run the rules over every bundled GPU x model x workload x version."""
+"""`servetune rules lint`: run the rules over every given GPU x model x workload x version."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from servetune.errors import ConflictError
 from servetune.rules.conditions import UNKNOWN, evaluate
+from servetune.rules.engine import resolve
 from servetune.rules.loader import RuleSet
+from servetune.schema.catalog import Catalog
 from servetune.schema.facts import (
     FACT_PATHS,
     DeploymentFacts,
     Facts,
+    GpuFacts,
+    ModelFacts,
     SglangFacts,
     WorkloadFacts,
     fact_value,
     sglang_memory_defaults,
 )
 from servetune.versions import in_window
+
+__all__ = ["WORKLOAD_VARIANTS", "LintReport", "lint"]
 
 WORKLOAD_VARIANTS = (
     WorkloadFacts(),
@@ -59,18 +66,17 @@ class LintReport:
         return "\n".join(lines)
 
 
-def lint(rules: RuleSet) -> LintReport:
-    """Evaluate every rule over the bundled fixtures (fields unknown, so three-valued) and resolve
-    each combination to catch conflicts, cycles and require violations."""
-    from servetune import hardware as hw
-    from servetune.catalog import available_versions, load_catalog
-    from servetune.modelinfo import bundled_models, load_model_facts
-    from servetune.rules.engine import resolve
+def lint(
+    rules: RuleSet, *, gpus: Sequence[GpuFacts], models: Sequence[ModelFacts], catalogs: Sequence[Catalog]
+) -> LintReport:
+    """Evaluate every rule over each GPU x model x workload x deployment x SGLang version (fields
+    unknown, so three-valued) and resolve each combination to catch conflicts, cycles and require
+    violations.
 
+    The caller supplies the GPUs, models and catalogs (the CLI passes every bundled one), so rules
+    never import hardware detection or the model registry.
+    """
     report = LintReport(matches={r.id: 0 for r in rules.rules})
-    gpus = [hw.named_profile(n).gpu for n in hw.profile_names()]
-    models = [load_model_facts(n) for n in bundled_models()]
-    catalogs = [load_catalog(v) for v in available_versions()]
     seen_errors: set[str] = set()
     for gpu, model, workload, nnodes, catalog in itertools.product(gpus, models, WORKLOAD_VARIANTS, (1, 2), catalogs):
         chunk, max_bs = sglang_memory_defaults(gpu.memory_mib, 1)

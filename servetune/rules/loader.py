@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -10,14 +11,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from servetune.catalog.values import coerce_env, coerce_field, is_env_name
 from servetune.errors import ConflictError, SourceLocation, SpecError, UnknownNameError, did_you_mean
-from servetune.rules._yaml import format_key_path, load_yaml_with_spans, spec_error_from_validation
-from servetune.rules.conditions import conditions_disjoint
-from servetune.rules.values import coerce_env, coerce_field, is_env_name
+from servetune.rules.conditions import conditions_disjoint, overlap_candidates
 from servetune.schema.catalog import Catalog
 from servetune.schema.rule import Derived, Rule, condition_paths
-
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+from servetune.yamlio import display_path, format_key_path, load_yaml_with_spans, spec_error_from_validation
 
 
 @dataclass(frozen=True)
@@ -55,15 +54,6 @@ class RuleSet:
                 help=(f"did you mean '{guess}'? " if guess else "") + "`servetune rules list` shows every rule",
             )
         return self.by_id[rule_id]
-
-
-def display_path(path: str | Path) -> str:
-    """Package files as `servetune/data/...`, other files as given."""
-    p = Path(str(path))
-    try:
-        return str(p.resolve().relative_to(_PACKAGE_ROOT.parent))
-    except ValueError:
-        return str(path)
 
 
 def builtin_rule_files() -> list[Path]:
@@ -192,7 +182,12 @@ def _unknown(name: str, options: set[str], noun: str, where: SourceLocation, key
 
 def check_conflicts(rules: list[LoadedRule]) -> None:
     """Two same-kind rules that set one key differently and can match together must be ordered
-    by `supersedes` (a load-time error otherwise)."""
+    by `supersedes` (a load-time error otherwise).
+
+    Raises:
+        UnknownNameError: A `supersedes` entry names no rule.
+        ConflictError: The first such pair in file order (the earlier rule first).
+    """
     by_id = {r.id: r for r in rules}
     for r in rules:
         for other in r.rule.supersedes:
@@ -203,23 +198,37 @@ def check_conflicts(rules: list[LoadedRule]) -> None:
                     location=r.location,
                     help=f"did you mean '{guess}'?" if guess else "supersedes must name rule ids",
                 )
-    for i, a in enumerate(rules):
-        for b in rules[i + 1 :]:
-            if a.rule.kind != b.rule.kind or a.rule.forbid or b.rule.forbid:
+    setters: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, r in enumerate(rules):
+        if not r.rule.forbid:
+            for key in r.rule.set:
+                setters[(r.rule.kind, key)].append(index)
+    first: tuple[int, int] | None = None
+    for (_, key), members in setters.items():
+        if len({repr(rules[i].rule.set[key]) for i in members}) < 2:
+            continue
+        for x, y in overlap_candidates([rules[i].rule.when for i in members]):
+            pair = (members[x], members[y])
+            if first is not None and pair >= first:
+                continue
+            a, b = rules[pair[0]], rules[pair[1]]
+            if repr(a.rule.set[key]) == repr(b.rule.set[key]):
                 continue
             if b.id in a.rule.supersedes or a.id in b.rule.supersedes:
                 continue
-            clash = sorted(k for k in set(a.rule.set) & set(b.rule.set) if repr(a.rule.set[k]) != repr(b.rule.set[k]))
-            if not clash or conditions_disjoint(a.rule.when, b.rule.when):
-                continue
-            key = clash[0]
-            raise ConflictError(
-                f"rules '{a.id}' and '{b.id}' both set '{key}' ({a.rule.set[key]!r} vs {b.rule.set[key]!r}) "
-                "and can match the same facts",
-                location=b.set_locations.get(key, b.location),
-                help=f"add 'supersedes: [{a.id}]' to '{b.id}' (or the reverse), or make their 'when' disjoint",
-                notes=[f"'{a.id}' is at {a.set_locations.get(key, a.location)}"],
-            )
+            if not conditions_disjoint(a.rule.when, b.rule.when):
+                first = pair
+    if first is None:
+        return
+    a, b = rules[first[0]], rules[first[1]]
+    key = min(k for k in set(a.rule.set) & set(b.rule.set) if repr(a.rule.set[k]) != repr(b.rule.set[k]))
+    raise ConflictError(
+        f"rules '{a.id}' and '{b.id}' both set '{key}' ({a.rule.set[key]!r} vs {b.rule.set[key]!r}) "
+        "and can match the same facts",
+        location=b.set_locations.get(key, b.location),
+        help=f"add 'supersedes: [{a.id}]' to '{b.id}' (or the reverse), or make their 'when' disjoint",
+        notes=[f"'{a.id}' is at {a.set_locations.get(key, a.location)}"],
+    )
 
 
 def load_rules(extra_files: list[str | Path] = (), *, catalogs: list[Catalog], include_builtin: bool = True) -> RuleSet:
