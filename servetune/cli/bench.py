@@ -9,20 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from servetune.cli._options import (
-    EnvOpt,
-    GpuOpt,
-    HardwareOpt,
-    NnodesOpt,
-    NoRulesOpt,
-    PresetOpt,
-    ResolveOpts,
-    RulesOpt,
-    SetOpt,
-    TpOpt,
-    VersionOpt,
-    resolve_from_opts,
-)
+from servetune.cli._options import ResolveOpts, resolve_options
 
 if TYPE_CHECKING:
     from servetune.bench.metrics import Metrics
@@ -33,7 +20,9 @@ _MANAGED = "Managed run (no --url)"
 _OUTPUT = "Output"
 
 
+@resolve_options(exclude=("model", "workload"))
 def bench_command(
+    opts: ResolveOpts,
     workload: Annotated[
         str,
         typer.Option(
@@ -89,16 +78,6 @@ def bench_command(
             rich_help_panel=_WORKLOAD,
         ),
     ] = False,
-    gpu: GpuOpt = None,
-    hardware: HardwareOpt = None,
-    sglang_version: VersionOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
-    envs: EnvOpt = None,
-    nnodes: NnodesOpt = None,
-    tp: TpOpt = None,
-    rules: RulesOpt = None,
-    no_rules: NoRulesOpt = False,
     sglang_cmd: Annotated[
         Optional[str],
         typer.Option(
@@ -129,21 +108,17 @@ def bench_command(
             "`servetune bench` needs --url (a running server) or --model (to launch one)",
             help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`",
         )
-    opts = ResolveOpts(
-        model, gpu, hardware, None, sglang_version, preset, sets or [], envs or [], nnodes, tp, rules or [], no_rules
-    )
+    opts.model = model
     if cross_check:
         if url is not None:
             _cross_check(url, spec, requests, run_dir, model, as_json)
             return
-        from servetune.launch import LaunchOptions, start_server
+        from servetune.launch import LaunchOptions, default_run_dir
+        from servetune.runner import SglangRunner
 
-        resolution = resolve_from_opts(opts, workload=spec)
-        with start_server(
-            resolution.argv(),
-            resolution.env(),
-            resolution.requested(),
-            LaunchOptions(sglang_cmd=sglang_cmd, run_dir=run_dir),
+        runner = SglangRunner(LaunchOptions(sglang_cmd=sglang_cmd))
+        with runner.start(
+            opts.context(workload=spec).resolve(), run_dir=run_dir or default_run_dir("launch")
         ) as server:
             _cross_check(server.url, spec, requests, run_dir, None, as_json)
         return
@@ -160,31 +135,29 @@ def bench_command(
 
 
 def _managed(spec, opts: ResolveOpts, requests, client, sglang_cmd, run_dir, as_json) -> None:
-    from servetune.errors import LaunchError
-    from servetune.launch import LaunchOptions, managed_run
+    from servetune.bench import choose_client
+    from servetune.errors import LaunchError, ServetuneError
+    from servetune.launch import LaunchOptions, default_run_dir
+    from servetune.runner import SglangRunner
 
-    resolution = resolve_from_opts(opts, workload=spec)
-    options = LaunchOptions(sglang_cmd=sglang_cmd, run_dir=run_dir)
+    choose_client(client, spec)  # a bad --client fails here, before a server is started for nothing
+    resolution = opts.context(workload=spec).resolve()
+    runner = SglangRunner(LaunchOptions(sglang_cmd=sglang_cmd), client=client)
     with _progress(spec, requests, enabled=not as_json) as on_progress:
-        result = managed_run(
-            resolution.argv(),
-            resolution.env(),
-            resolution.requested(),
-            spec,
-            options,
-            requests=requests,
-            client=client,
-            on_progress=on_progress,
-            facts=getattr(resolution, "facts", None),
-            resolved=getattr(resolution, "config", None),
+        result = runner.measure(
+            resolution, spec, run_dir=run_dir or default_run_dir("run"), requests=requests, on_progress=on_progress
         )
-    if not result.ok:
+    failure = result.failure
+    notes = [f"run directory: {result.run_dir}"]
+    if failure is not None and failure.cls == "error":
+        raise ServetuneError(failure.message, notes=[*notes, *filter(None, [failure.log_tail])])
+    if failure is not None:
         raise LaunchError(
-            result.message or f"the managed run failed ({result.failure})",
-            failure=result.failure or "crash",
-            log_tail=result.log_tail,
-            exit_code=result.exit_code,
-            notes=[f"run directory: {result.run_dir}"],
+            failure.message or f"the managed run failed ({failure.cls})",
+            failure=failure.cls,
+            log_tail=failure.log_tail,
+            exit_code=failure.exit_code,
+            notes=notes,
         )
     if as_json:
         payload = {

@@ -7,21 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from servetune.cli._options import (
-    EnvOpt,
-    GpuOpt,
-    HardwareOpt,
-    ModelOpt,
-    NnodesOpt,
-    NoRulesOpt,
-    PresetOpt,
-    ResolveOpts,
-    RulesOpt,
-    SetOpt,
-    TpOpt,
-    VersionOpt,
-    WorkloadOpt,
-)
+from servetune.cli._options import ResolveOpts, resolve_options
 
 _SERVER = "Server"
 
@@ -30,19 +16,9 @@ def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
 
     @app.command("launch")
+    @resolve_options()
     def launch(
-        model: ModelOpt,
-        gpu: GpuOpt = None,
-        hardware: HardwareOpt = None,
-        workload: WorkloadOpt = None,
-        sglang_version: VersionOpt = None,
-        preset: PresetOpt = None,
-        sets: SetOpt = None,
-        envs: EnvOpt = None,
-        nnodes: NnodesOpt = None,
-        tp: TpOpt = None,
-        rules: RulesOpt = None,
-        no_rules: NoRulesOpt = False,
+        opts: ResolveOpts,
         port: Annotated[
             int, typer.Option("--port", help="Port to serve on; refused if already in use.", rich_help_panel=_SERVER)
         ] = 30000,
@@ -86,32 +62,17 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Start SGLang with the resolved launch and keep it in the foreground; Ctrl-C stops it cleanly."""
-        from servetune.cli._options import resolve_from_opts
+        from servetune.launch import LaunchOptions
         from servetune.launch._foreground import run_foreground
+        from servetune.runner import WATCHED_FIELDS
 
-        resolution = resolve_from_opts(
-            ResolveOpts(
-                model=model,
-                gpu=gpu,
-                hardware=hardware,
-                workload=workload,
-                sglang_version=sglang_version,
-                preset=preset,
-                sets=sets or [],
-                envs=envs or [],
-                nnodes=nnodes,
-                tp=tp,
-                rules=rules or [],
-                no_rules=no_rules,
-            )
-        )
-        run_foreground(
-            resolution,
+        options = LaunchOptions(
+            sglang_cmd=sglang_cmd,
             host=host,
             port=port,
-            sglang_cmd=sglang_cmd,
-            run_dir=run_dir,
             startup_timeout_s=startup_timeout,
             stop_grace_s=stop_grace,
-            follow_log=not quiet,
+            run_dir=run_dir,
+            watched_fields=WATCHED_FIELDS,
         )
+        run_foreground(opts.context().resolve(), options, follow_log=not quiet)

@@ -1,8 +1,11 @@
 """Launch SGLang with a resolved config, know when it serves and what it chose, stop it cleanly.
 
-API (stable for `servetune launch`, `servetune bench` and the tuner)::
+This package starts and stops servers; it knows neither benchmarks nor tuning. One measurement
+(start, benchmark, record, stop) is `servetune.runner`'s job (`SglangRunner.measure`).
 
-    from servetune.launch import LaunchOptions, start_server, managed_run
+API (stable for `servetune launch`, `servetune bench`, the runner and the tuner)::
+
+    from servetune.launch import LaunchOptions, start_server
 
     opts = LaunchOptions(sglang_cmd="python -m sglang.launch_server", startup_timeout_s=600)
     with start_server(res.argv(), res.env(), res.requested(), opts) as server:
@@ -11,40 +14,39 @@ API (stable for `servetune launch`, `servetune bench` and the tuner)::
         server.check_alive()  # raises a classified LaunchError if it died
     # leaving the block: SIGTERM to the server's process group, grace, SIGKILL; port released
 
-    result = managed_run(res.argv(), res.env(), res.requested(), workload, opts, requests=100)
-    result.ok, result.failure, result.metrics, result.timings, result.diff, result.run_dir
-
-- `LaunchOptions`: command prefix (`sglang_cmd`, else `$SERVETUNE_SGLANG_CMD`, else
+- `LaunchOptions` (`_options`): command prefix (`sglang_cmd`, else `$SERVETUNE_SGLANG_CMD`, else
   `python -m sglang.launch_server`; the argv is appended, then `--host H --port P`), host, port
-  (None = a free port), start-up timeout, stop grace, run_dir, CUDA_VISIBLE_DEVICES, extra env.
-- `start_server(argv, env, requested, options) -> ServerHandle`: starts the command in its own
-  process group (`start_new_session=True`, an argv list, never a shell), logs to
-  `run_dir/server.log`, polls `/health_generate` until 200 (failing fast when the process exits),
-  then reads `/server_info`, checks that the answering server is ours (nothing listened on the
-  port before; the process is alive; the port's listener, from /proc, and any reported pid are
-  in our process group, or else started after our server, as a container proxy does, never
-  before it, as a server left from an earlier run does; reported port and model_path match),
-  and writes `server_info.json` and
-  `server_info_diff.json`. Raises `servetune.errors.LaunchError` with `.failure` in
-  {oom, crash, startup_timeout, port_in_use, bad_command, wrong_server}, `.log_tail`,
-  `.exit_code`; nothing is left running when it raises.
+  (None = a free port), start-up timeout, stop grace, run_dir, CUDA_VISIBLE_DEVICES, extra env,
+  and `watched_fields`: fields not requested whose `/server_info` value the diff records as
+  `resolved` (the caller names them; the runner passes `servetune.runner.WATCHED_FIELDS`).
+- `start_server(argv, env, requested, options) -> ServerHandle` (`_server`): starts the command
+  in its own process group (`start_new_session=True`, an argv list, never a shell), logs to
+  `run_dir/server.log`, writes `argv.txt`, `env.json` and `server.pid`, polls
+  `/health_generate` until 200 (failing fast when the process exits), then reads `/server_info`,
+  checks that the answering server is ours (`_identity`: nothing listened on the port before;
+  the process is alive; the port's listener, from /proc, and any reported pid are in our process
+  group, or else started after our server, as a container proxy does, never before it, as a
+  server left from an earlier run does; reported port and model_path match), and writes
+  `server_info.json` and `server_info_diff.json`. Raises `servetune.errors.LaunchError` with
+  `.failure` in {oom, crash, startup_timeout, port_in_use, bad_command, wrong_server},
+  `.log_tail`, `.exit_code`; nothing is left running when it raises.
 - `ServerHandle`: `.url .pid .pgid .port .log_path .run_dir .server_info .diff .startup_s
   .stop_s .alive .exit_code`, `.check_alive()`, `.failure()`, `.log_tail()`, `.get_json(path)`,
   `.stop()` (idempotent: SIGTERM to our group only, grace, SIGKILL, reap, release the port,
-  then wait for NVML to show GPU memory released). Live handles are stopped at exit; SIGTERM
-  and SIGHUP of the parent unwind through them (`install_signal_handlers`).
-- `managed_run(argv, env, requested, workload, options, *, requests, client, model,
-  on_progress, should_stop, facts, resolved) -> RunResult`: start → `servetune.bench.
-  run_benchmark(url, workload, ...)` → stop. Failures are data: `RunResult.failure` is one of
-  the classes above or `bench_error`; a server that dies during the benchmark with OOM markers
-  is `oom` (OOM under load). Timings: start-up, bench, stop, total.
-- `classify_failure(exit_code, log_text)`: the failure class from exit status and log markers.
-- Ports: `reserve_free_port(host)` (flock reservation + bind check; see `_ports`).
-- Run directories: `new_run_dir(base, kind)`, `write_facts`, `write_resolved`, `write_argv`,
-  `write_env`, `write_metrics`, `write_server_info_diff`; `redact_argv` / `redact_env` hide
-  HF_TOKEN, *_TOKEN, *_KEY, *API_KEY* and `--api-key` values.
-- GPUs: `wait_gpu_memory_released(pids, devices, baseline_mib=...)` (NVML, imported lazily;
-  a no-op without it).
+  then wait for NVML to show GPU memory released).
+- Live servers (`_registry`): stopped at exit; SIGTERM and SIGHUP of the parent unwind through
+  them (`install_signal_handlers`); a forked child forgets its parent's.
+  `reap_orphan_server(run_dir)` kills, by the pid in `server.pid`, a server whose parent died by
+  SIGKILL (the tuner calls it for a lost worker's trial).
+- `classify_failure(exit_code, log_text)` (`_failures`): the failure class from exit status and log markers.
+- Ports (`_ports`): `reserve_free_port(host)` (flock reservation + bind check).
+- Run directories (`_rundir`): `new_run_dir(base, kind)`, `default_run_dir(kind)` (under
+  `$SERVETUNE_RUNS_DIR`, default `./runs`), `write_facts`, `write_resolved`, `write_argv`,
+  `write_env`, `write_metrics`, `write_server_info_diff`, `write_json`; `redact_argv` /
+  `redact_env` hide HF_TOKEN, *_TOKEN, *_KEY, *API_KEY* and `--api-key` values.
+- GPUs (`_gpu`): `wait_gpu_memory_released(pids, devices, baseline_mib=...)` (NVML, imported
+  lazily; a no-op without it).
+- Internals: `_http` (the stdlib HTTP probe), `_proc` (process groups, /proc listeners, start times).
 """
 
 from __future__ import annotations
@@ -52,9 +54,11 @@ from __future__ import annotations
 from servetune.launch._diff import FieldDiff, ServerInfoDiff, diff_server_info
 from servetune.launch._failures import FailureClass, classify_failure, read_tail
 from servetune.launch._gpu import gpu_memory_used_mib, wait_gpu_memory_released
-from servetune.launch._managed import RunResult, RunTimings, managed_run
+from servetune.launch._options import LaunchOptions
 from servetune.launch._ports import PortReservation, port_is_free, reserve_free_port
+from servetune.launch._registry import install_signal_handlers, reap_orphan_server
 from servetune.launch._rundir import (
+    default_run_dir,
     new_run_dir,
     redact_argv,
     redact_env,
@@ -66,25 +70,24 @@ from servetune.launch._rundir import (
     write_resolved,
     write_server_info_diff,
 )
-from servetune.launch._server import LaunchOptions, ServerHandle, install_signal_handlers, start_server
+from servetune.launch._server import ServerHandle, start_server
 
 __all__ = [
     "FailureClass",
     "FieldDiff",
     "LaunchOptions",
     "PortReservation",
-    "RunResult",
-    "RunTimings",
     "ServerHandle",
     "ServerInfoDiff",
     "classify_failure",
+    "default_run_dir",
     "diff_server_info",
     "gpu_memory_used_mib",
     "install_signal_handlers",
-    "managed_run",
     "new_run_dir",
     "port_is_free",
     "read_tail",
+    "reap_orphan_server",
     "redact_argv",
     "redact_env",
     "reserve_free_port",

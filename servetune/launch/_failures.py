@@ -8,7 +8,7 @@ from typing import Literal
 FailureClass = Literal[
     "oom", "crash", "startup_timeout", "port_in_use", "bad_command", "wrong_server", "bench_error", "interrupted"
 ]
-"""Every failure class a launch or a managed run can end in."""
+"""Every failure class a launch or a measurement (`servetune.runner`) can end in."""
 
 OOM_MARKERS = (
     "CUDA out of memory",
@@ -26,6 +26,28 @@ BAD_COMMAND_MARKERS = (
     "command not found",
     "ambiguous option",
 )
+
+FAILURE_PHRASE = {
+    "oom": "out of GPU memory (oom)",
+    "crash": "crashed (crash)",
+    "port_in_use": "its port is taken (port_in_use)",
+    "bad_command": "the command or its flags were rejected (bad_command)",
+}
+"""How a `LaunchError` message names the class of a server that exited."""
+FAILURE_HELP = {
+    "oom": "the GPU ran out of memory: lower --mem-fraction-static, max_running_requests or the CUDA-graph "
+    "batch size, and check that no other process holds GPU memory (nvidia-smi)",
+    "crash": "the server exited; the full log is in the run directory",
+    "startup_timeout": "the server did not become ready in time: raise the start-up timeout "
+    "(first starts compile kernels and capture CUDA graphs), or read the log for a stall",
+    "port_in_use": "another process is bound to that port: pick another --port, or omit it in managed "
+    "mode to get a free one",
+    "bad_command": "check the command prefix (--sglang-cmd or SERVETUNE_SGLANG_CMD) and the SGLang flags; "
+    "the command run is in argv.txt in the run directory",
+    "wrong_server": "a server that servetune did not start answers on that port (often one left from an "
+    "earlier run): stop it, or use another port",
+}
+"""What to do about each failure class (the `help` of its `LaunchError`)."""
 
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126

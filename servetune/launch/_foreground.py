@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 import threading
@@ -11,8 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from servetune.launch._rundir import new_run_dir, redact_argv, redact_env, write_facts, write_resolved
-from servetune.launch._server import RUNS_DIR_ENV, LaunchOptions, ServerHandle, start_server
+from servetune.launch._options import LaunchOptions
+from servetune.launch._rundir import default_run_dir, redact_argv, redact_env, write_facts, write_resolved
+from servetune.launch._server import ServerHandle, start_server
 
 
 class LogFollower:
@@ -61,33 +61,23 @@ def shell_line(prefix: Sequence[str], argv: Sequence[str], env: dict[str, str]) 
     return " ".join([*assigns, shlex.join(redact_argv([*prefix, *argv]))])
 
 
-def run_foreground(
-    res: Any,
-    *,
-    host: str,
-    port: int,
-    sglang_cmd: str | None,
-    run_dir: Path | None,
-    startup_timeout_s: float,
-    stop_grace_s: float,
-    follow_log: bool,
-) -> None:
+def run_foreground(res: Any, options: LaunchOptions, *, follow_log: bool = True) -> None:
     """Serve `res` (a `Resolution`) until Ctrl-C (KeyboardInterrupt, exit 130) or until the server
-    dies (a classified `LaunchError`, exit 1); the server is stopped either way."""
+    dies (a classified `LaunchError`, exit 1); the server is stopped either way.
+
+    Args:
+        res: The resolution (`Context.resolve()`): argv, env, requested fields, facts, config.
+        options: How to start it; `run_dir` None makes a new one (kind `launch`), `port` must be set.
+        follow_log: Copy the server log to stdout as it grows.
+    """
     argv, env, requested = list(res.argv()), dict(res.env()), dict(res.requested())
-    run_dir = run_dir or new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), "launch")
+    run_dir = Path(options.run_dir) if options.run_dir else default_run_dir("launch")
     run_dir.mkdir(parents=True, exist_ok=True)
     write_facts(run_dir, getattr(res, "facts", {}))
     write_resolved(run_dir, res)
-    options = LaunchOptions(
-        sglang_cmd=sglang_cmd,
-        host=host,
-        port=port,
-        startup_timeout_s=startup_timeout_s,
-        stop_grace_s=stop_grace_s,
-        run_dir=run_dir,
-    )
-    print(shell_line(options.command_prefix(), [*argv, "--host", host, "--port", str(port)], env), flush=True)
+    options = options.model_copy(update={"run_dir": run_dir})
+    shown = [*argv, "--host", options.host, "--port", str(options.port)]
+    print(shell_line(options.command_prefix(), shown, env), flush=True)
     print(f"run directory: {run_dir}", flush=True)
     follower = LogFollower(run_dir / "server.log", sys.stdout, prefix="[server] ").start() if follow_log else None
     handle: ServerHandle | None = None

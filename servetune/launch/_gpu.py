@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable
 
@@ -87,3 +88,15 @@ def wait_gpu_memory_released(
             )
             return False
         time.sleep(poll_s)
+
+
+def visible_gpu_indices(cuda_visible_devices: str | None) -> list[int] | None:
+    """The NVML indices a server may use, from its CUDA_VISIBLE_DEVICES (else this process's), so
+    parallel trials on other GPUs do not hold up this one's release; None (all) when not integers."""
+    visible = cuda_visible_devices if cuda_visible_devices is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible:
+        return None
+    try:
+        return [int(x) for x in visible.split(",") if x.strip()]
+    except ValueError:
+        return None

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import random
 import socket
 import tempfile
 from pathlib import Path
+
+from servetune.errors import LaunchError
+from servetune.launch._failures import FAILURE_HELP
+from servetune.launch._http import http_get
 
 _RNG = random.SystemRandom()
 DEFAULT_RANGE = (20000, 32767)
@@ -104,3 +109,46 @@ def reserve_free_port(host: str, attempts: int = 200) -> PortReservation:
             return res
         res.release()
     raise OSError(f"no free port found on {host} in {lo}-{hi} after {attempts} tries")
+
+
+def reserve_launch_port(host: str, port: int | None) -> tuple[PortReservation, int]:
+    """The port a launch will use, reserved: a free one when `port` is None, else `port` if nothing holds it.
+
+    Raises:
+        LaunchError: `failure="port_in_use"`: no free port, or `port` is reserved by another
+            servetune launch or already bound (what answers there is named when it says).
+    """
+    if port is None:
+        try:
+            res = reserve_free_port(host)
+        except OSError as exc:
+            raise LaunchError(str(exc), failure="port_in_use", help=FAILURE_HELP["port_in_use"]) from None
+        return res, res.port
+    held = PortReservation.try_acquire(port)
+    if held is None:
+        raise LaunchError(
+            f"port {port} is reserved by another servetune launch in progress",
+            failure="port_in_use",
+            help=FAILURE_HELP["port_in_use"],
+        )
+    if not port_is_free(host, port):
+        held.release()
+        notes = []
+        got = http_get(host, port, "/server_info", timeout=0.5)
+        if got is not None and got[0] == 200:
+            try:
+                info = json.loads(got[1])
+                notes.append(
+                    f"it answers /server_info: model_path={info.get('model_path')!r}, version={info.get('version')!r}, "
+                    f"pid={info.get('pid', 'not reported')}"
+                )
+            except ValueError:
+                pass
+        raise LaunchError(
+            f"port {port} on {host} is already in use; servetune will not start a second server there "
+            "nor talk to one it did not start",
+            failure="port_in_use",
+            help=FAILURE_HELP["port_in_use"],
+            notes=notes,
+        )
+    return held, port

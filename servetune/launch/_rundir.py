@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+RUNS_DIR_ENV = "SERVETUNE_RUNS_DIR"
+"""Where new run directories go when none is given (default `./runs`)."""
 REDACTED = "<redacted>"
 _SECRET_ENV = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|API_KEY|SECRET|PASSWORD)", re.IGNORECASE)
 _SECRET_FLAG = re.compile(r"^--[a-z0-9-]*(api-key|-key|-token|secret|password)$", re.IGNORECASE)
@@ -29,6 +31,11 @@ def new_run_dir(base: Path | str, kind: str) -> Path:
         except FileExistsError:
             continue
         return path
+
+
+def default_run_dir(kind: str) -> Path:
+    """A new run directory under `$SERVETUNE_RUNS_DIR` (default `./runs`): `new_run_dir(base, kind)`."""
+    return new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), kind)
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -16,10 +16,11 @@ in for SGLang).
 from __future__ import annotations
 
 from servetune.runner._base import BaseRunner, BaseServer, Failure, Measurement, OnProgress, RunTimings, ShouldStop
-from servetune.runner._sglang import MANAGED_STOP_GRACE_S, SglangRunner, SglangServer
+from servetune.runner._sglang import MANAGED_STOP_GRACE_S, WATCHED_FIELDS, SglangRunner, SglangServer
 
 __all__ = [
     "MANAGED_STOP_GRACE_S",
+    "WATCHED_FIELDS",
     "BaseRunner",
     "BaseServer",
     "Failure",

@@ -215,6 +215,7 @@ class BaseRunner(ABC):
             )
             return self._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
         except ServetuneError as exc:
+            timings.total_s = time.monotonic() - t0
             failure = Failure(cls="error", stage="start", message=exc.message, log_tail="\n".join(exc.notes))
             return self._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
         timings.startup_s = server.startup_s

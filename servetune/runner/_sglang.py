@@ -16,7 +16,25 @@ if TYPE_CHECKING:
     from servetune.launch import LaunchOptions, ServerHandle
     from servetune.schema.workload import Workload
 
-__all__ = ["MANAGED_STOP_GRACE_S", "SglangRunner", "SglangServer"]
+__all__ = ["MANAGED_STOP_GRACE_S", "WATCHED_FIELDS", "SglangRunner", "SglangServer"]
+
+WATCHED_FIELDS = (
+    "max_running_requests",
+    "mem_fraction_static",
+    "chunked_prefill_size",
+    "cuda_graph_max_bs_decode",
+    "schedule_policy",
+    "prefill_decode_interval",
+    "radix_eviction_policy",
+    "mm_feature_transport",
+    "mm_preprocess_cache_size_mb",
+    "attention_backend",
+    "decode_attention_backend",
+    "page_size",
+    "max_total_tokens",
+)
+"""Tuning-relevant fields whose `/server_info` value a run records as `resolved` when servetune left
+them to the server (`LaunchOptions.watched_fields`): what SGLang chose, for `explain --run` and the tuner."""
 
 MANAGED_STOP_GRACE_S = 8.0
 """Stop grace of a measured server: nothing it was sent is still in flight when it is stopped, so
@@ -86,15 +104,22 @@ class SglangRunner(BaseRunner):
 
     Args:
         options: How to start the server (command prefix, timeouts, ...); `run_dir` and
-            `cuda_visible_devices` are set per measurement.
+            `cuda_visible_devices` are set per measurement; `watched_fields` left empty
+            becomes `WATCHED_FIELDS`.
         client: The benchmark client (`auto`, `builtin`, `sglang`).
         model: The model id to request (default: the server's first).
     """
 
+    server_class: type[SglangServer] = SglangServer
+    """What `start` wraps the started process in (a subclass may change how it is benchmarked)."""
+
     def __init__(self, options: LaunchOptions | None = None, *, client: str = "auto", model: str | None = None):
         from servetune.launch import LaunchOptions
 
-        self.options = options or LaunchOptions()
+        options = options or LaunchOptions()
+        if not options.watched_fields:
+            options = options.model_copy(update={"watched_fields": WATCHED_FIELDS})
+        self.options = options
         self.client = client
         self.model = model
 
@@ -110,4 +135,4 @@ class SglangRunner(BaseRunner):
             update["cuda_visible_devices"] = ",".join(gpus)
         options = self.options.model_copy(update=update)
         handle = start_server(resolution.argv(), resolution.env(), resolution.requested(), options)
-        return SglangServer(handle, client=self.client, model=self.model)
+        return self.server_class(handle, client=self.client, model=self.model)

@@ -31,8 +31,10 @@ REQUESTED = {
 
 
 def test_launch_waits_for_readiness_and_records_the_server_info_diff(make_options):
-    """The handle is ready on its own port and its diff shows what the server changed or resolved."""
-    with start_server(ARGV, {"SGLANG_VLM_CACHE_SIZE_MB": "0"}, REQUESTED, make_options()) as server:
+    """The handle is ready on its own port and its diff shows what the server changed, and what it
+    resolved for the requested-as-None and the watched fields; a field nobody named is not in it."""
+    opts = make_options(watched_fields=("chunked_prefill_size",))
+    with start_server(ARGV, {"SGLANG_VLM_CACHE_SIZE_MB": "0"}, REQUESTED, opts) as server:
         assert server.alive and server.startup_s is not None
         assert server.server_info["pid"] == server.pid
         assert server.server_info["port"] == server.port
@@ -41,6 +43,7 @@ def test_launch_waits_for_readiness_and_records_the_server_info_diff(make_option
         assert (diff["mm_feature_transport"].status, diff["mm_feature_transport"].effective) == ("resolved", "cpu")
         assert diff["max_running_requests"].status == "same"
         assert (diff["chunked_prefill_size"].status, diff["chunked_prefill_size"].effective) == ("resolved", 8192)
+        assert set(diff) == {*REQUESTED, "chunked_prefill_size"}
         assert [f.field for f in server.diff.changed] == ["cuda_graph_max_bs_decode"]
         recorded = json.loads((server.run_dir / "server_info_diff.json").read_text())
         assert {f["field"]: f["status"] for f in recorded["fields"]}["cuda_graph_max_bs_decode"] == "changed"

@@ -75,12 +75,12 @@ def test_parallel_launches_each_get_their_own_server(make_options):
 def _child_signal_state(_):
     import signal
 
-    from servetune.launch import _server
+    from servetune.launch import _registry
 
     return (
         signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
         signal.getsignal(signal.SIGHUP) is signal.SIG_DFL,
-        _server._LIVE_LOCK.acquire(timeout=1),
+        _registry._LIVE_LOCK.acquire(timeout=1),
     )
 
 
@@ -91,14 +91,14 @@ def test_a_forked_worker_gets_the_default_signal_actions_and_a_free_lock():
     thread held it at the fork."""
     import threading
 
-    from servetune.launch import _server
+    from servetune.launch import _registry
 
-    _server.install_signal_handlers()
+    _registry.install_signal_handlers()
     held = threading.Event()
     release = threading.Event()
 
     def hold_the_lock():
-        with _server._LIVE_LOCK:
+        with _registry._LIVE_LOCK:
             held.set()
             release.wait(30)
 

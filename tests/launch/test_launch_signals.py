@@ -54,13 +54,13 @@ def test_a_library_user_interrupted_leaves_no_server_behind(tmp_path, sig):
 
 def test_a_forked_child_never_stops_its_parents_servers(make_options):
     """After fork, the child's exit hooks see no live servers: only the process that started one stops it."""
-    from servetune.launch import _server, start_server
+    from servetune.launch import _registry, start_server
 
     with start_server(["--model-path", "m"], {}, {}, make_options()) as server:
         pid = os.fork()
         if pid == 0:
-            _server._stop_all_live()
-            os._exit(0 if not _server._LIVE else 1)
+            _registry._stop_all_live()
+            os._exit(0 if not _registry._LIVE else 1)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert server.alive

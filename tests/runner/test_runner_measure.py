@@ -1,116 +1,174 @@
-"""managed_run: start, benchmark, stop; failures (OOM under load, crash, start failures) come back as data."""
+"""`BaseRunner.measure` through the stand-in runner: start, benchmark, record, stop; failures (OOM under
+load, crash, start failures, benchmark errors) come back as data, Ctrl-C stops the server and propagates."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import threading
 
 import pytest
-from launch_helpers import MODEL, group_gone
 
-from servetune.launch import managed_run
+from servetune.errors import BenchError
+from servetune.launch import PortReservation
+from servetune.runner import WATCHED_FIELDS, SglangRunner, SglangServer
+from servetune.testing import standin_command
+from tests.launch.launch_helpers import group_gone
 
-ARGV = ["--model-path", MODEL, "--cuda-graph-max-bs-decode", "64"]
-REQUESTED = {"model_path": MODEL, "cuda_graph_max_bs_decode": 64}
-
-
-def tiny_bench(
-    url, workload, *, requests=None, run_dir=None, client="auto", model=None, on_progress=None, should_stop=None
-):
-    """A minimal client (stands in for run_benchmark's contract): n streamed chat requests, 4 at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import httpx
-
-    from servetune.errors import BenchError
-
-    def one(_):
-        body = {"messages": [{"role": "user", "content": "a b c"}], "max_tokens": 8, "stream": True}
-        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=10) as resp:
-            return sum(1 for line in resp.iter_lines() if line.startswith("data: "))
-
-    try:
-        with ThreadPoolExecutor(4) as pool:
-            chunks = list(pool.map(one, range(requests or 8)))
-    except httpx.HTTPError as exc:
-        raise BenchError(f"request failed: {exc}") from exc
-    return {"completed": len(chunks), "chunks": sum(chunks)}
+RUN_FILES = (
+    "facts.yaml",
+    "resolved.yaml",
+    "argv.txt",
+    "env.json",
+    "server.log",
+    "server.pid",
+    "server_info.json",
+    "server_info_diff.json",
+    "metrics.json",
+    "result.json",
+)
 
 
-def test_a_managed_run_returns_metrics_diff_and_timings(make_options):
-    """Success: metrics from the bench, the server_info diff, timings; the server is gone afterwards."""
-    opts = make_options()
-    result = managed_run(ARGV, {}, REQUESTED, "text-chat", opts, requests=12, bench=tiny_bench, facts={"gpu": "none"})
-    assert result.ok and result.failure is None
-    assert result.metrics["completed"] == 12
-    assert result.diff.by_field()["cuda_graph_max_bs_decode"].status == "same"
-    t = result.timings
+def _pid(run_dir) -> int:
+    return int((run_dir / "server.pid").read_text())
+
+
+def test_a_measurement_returns_metrics_diff_timings_and_every_run_file(make_runner, resolution, workload, tmp_path):
+    """Success: the builtin client's metrics, the server_info diff (requested and watched fields),
+    timings, every file of the run directory; the server's group is gone afterwards."""
+    m = make_runner().measure(resolution, workload, run_dir=tmp_path, requests=12)
+    assert m.ok and m.failure is None, m.failure
+    assert m.metrics.completed == 12 and m.metrics.request_throughput > 0
+    diff = m.diff.by_field()
+    assert diff["cuda_graph_max_bs_decode"].status == "same"
+    left_to_server = [f for f in WATCHED_FIELDS if f not in resolution.requested() and f in m.server_info]
+    assert left_to_server and all(diff[f].status == "resolved" for f in left_to_server)
+    t = m.timings
     assert t.startup_s > 0 and t.bench_s > 0 and t.stop_s is not None and t.total_s >= t.startup_s + t.bench_s
-    assert json.loads((opts.run_dir / "result.json").read_text())["ok"] is True
-    assert (opts.run_dir / "facts.yaml").read_text().strip() == "gpu: none"
-    assert group_gone(int((opts.run_dir / "server.pid").read_text()))
+    assert [name for name in RUN_FILES if not (tmp_path / name).is_file()] == []
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["ok"] is True and result["metrics"]["completed"] == 12
+    assert json.loads((tmp_path / "metrics.json").read_text())["completed"] == 12
+    assert "gpu:" in (tmp_path / "facts.yaml").read_text()
+    assert "--cuda-graph-max-bs-decode 64" in (tmp_path / "argv.txt").read_text()
+    assert m.url is not None and group_gone(_pid(tmp_path))
 
 
-def test_oom_under_load_is_a_recorded_failure(make_options):
+def test_oom_under_load_is_a_recorded_failure(make_runner, resolution, workload, tmp_path):
     """The server dies with CUDA OOM during the benchmark: failure `oom` at stage `bench`, not an exception."""
-    opts = make_options({"OOM_AFTER": 3, "CHILDREN": 1})
-    result = managed_run(ARGV, {}, REQUESTED, "text-chat", opts, requests=12, bench=tiny_bench)
-    assert (result.ok, result.failure, result.stage, result.exit_code) == (False, "oom", "bench", 1)
-    assert "CUDA out of memory" in result.log_tail and "under load" in result.message
-    assert json.loads((opts.run_dir / "metrics.json").read_text())["failure"] == "oom"
-    assert group_gone(int((opts.run_dir / "server.pid").read_text()))
+    m = make_runner({"OOM_AFTER": 3, "CHILDREN": 1}).measure(resolution, workload, run_dir=tmp_path, requests=12)
+    f = m.failure
+    assert (m.ok, f.cls, f.stage, f.exit_code) == (False, "oom", "bench", 1)
+    assert "CUDA out of memory" in f.log_tail and "under load" in f.message
+    assert json.loads((tmp_path / "metrics.json").read_text())["failure"] == "oom"
+    assert json.loads((tmp_path / "result.json").read_text())["failure"] == "oom"
+    assert group_gone(_pid(tmp_path))
 
 
-def test_a_crash_under_load_is_a_recorded_failure(make_options):
+def test_a_crash_under_load_is_a_recorded_failure(make_runner, resolution, workload, tmp_path):
     """A crash during the benchmark (no OOM marker) is `crash`."""
-    result = managed_run(
-        ARGV, {}, REQUESTED, "text-chat", make_options({"CRASH_AFTER": 2}), requests=12, bench=tiny_bench
-    )
-    assert (result.ok, result.failure, result.stage) == (False, "crash", "bench")
+    m = make_runner({"CRASH_AFTER": 2}).measure(resolution, workload, run_dir=tmp_path, requests=12)
+    assert (m.ok, m.failure.cls, m.failure.stage) == (False, "crash", "bench")
 
 
-def test_a_server_that_exits_just_after_the_benchmark_fails_is_a_crash(make_options):
-    """The client's error can come before the dying server's exit status (in CI a crash was once
-    filed as bench_error): the benchmark fails at once and our server's process group is killed
-    half a second later; the run still reads `crash`."""
-    import contextlib
-    import os
-    import signal
-    import threading
+class _FailingBench(SglangServer):
+    """The client fails at once; the server's group is killed half a second later (a dying server
+    closes its connections before it exits)."""
 
-    from servetune.errors import BenchError
+    def bench(self, workload, **_):
+        def kill_group() -> None:
+            with contextlib.suppress(ProcessLookupError):  # already stopped by the runner
+                os.killpg(self.handle.pgid, signal.SIGKILL)  # the group this runner started: ours, by id
 
-    def kill_group(pgid: int) -> None:
-        with contextlib.suppress(ProcessLookupError):  # already stopped by the run
-            os.killpg(pgid, signal.SIGKILL)
-
-    def failing_bench(url, workload, *, run_dir=None, **_):
-        pid = int((run_dir / "server.pid").read_text())  # the server this run started (its own group): ours, by id
-        threading.Timer(0.5, kill_group, args=(pid,)).start()
+        threading.Timer(0.5, kill_group).start()
         raise BenchError("peer closed connection without sending complete message body")
 
-    result = managed_run(ARGV, {}, REQUESTED, "text-chat", make_options(), requests=4, bench=failing_bench)
-    assert (result.ok, result.failure, result.stage) == (False, "crash", "bench")
+
+def test_a_server_that_exits_just_after_the_benchmark_fails_is_a_crash(make_runner, resolution, workload, tmp_path):
+    """The client's error can come before the dying server's exit status (in CI a crash was once
+    filed as bench_error): the runner waits for the exit status and the measurement reads `crash`."""
+    m = make_runner(server_class=_FailingBench).measure(resolution, workload, run_dir=tmp_path, requests=4)
+    assert (m.ok, m.failure.cls, m.failure.stage) == (False, "crash", "bench")
+
+
+class _BenchErrorOnly(SglangServer):
+    def bench(self, workload, **_):
+        raise BenchError("every request failed: 404 Not Found")
+
+
+def test_a_benchmark_error_with_the_server_alive_is_bench_error(make_runner, resolution, workload, tmp_path):
+    """The benchmark fails but the server keeps running: `bench_error` with the client's message, after
+    the exit grace; the server is then stopped."""
+    from servetune.runner._base import BENCH_ERROR_EXIT_GRACE_S
+
+    m = make_runner(server_class=_BenchErrorOnly).measure(resolution, workload, run_dir=tmp_path, requests=4)
+    f = m.failure
+    assert (m.ok, f.cls, f.stage, f.exit_code) == (False, "bench_error", "bench", None)
+    assert f.message == "every request failed: 404 Not Found"
+    assert m.timings.total_s >= m.timings.startup_s + BENCH_ERROR_EXIT_GRACE_S
+    assert group_gone(_pid(tmp_path))
+
+
+def test_a_bad_benchmark_option_is_an_error_not_a_property_of_the_config(make_runner, resolution, workload, tmp_path):
+    """A `ServetuneError` from the benchmark that is not about the server (an unknown client) is `error`."""
+    runner = make_runner()
+    runner.client = "no-such-client"
+    m = runner.measure(resolution, workload, run_dir=tmp_path, requests=4)
+    assert (m.failure.cls, m.failure.stage) == ("error", "bench")
+    assert "unknown benchmark client 'no-such-client'" in m.failure.message
+    assert group_gone(_pid(tmp_path))
+
+
+class _MustNotBench(SglangServer):
+    def bench(self, workload, **_):
+        raise AssertionError("bench called")
 
 
 @pytest.mark.parametrize(("knobs", "failure"), [({"OOM_AT_START": 1}, "oom"), ({"HANG": 1}, "startup_timeout")])
-def test_start_failures_are_recorded_not_raised(make_options, knobs, failure):
-    """A server that never serves gives a failed result with stage `start`; the bench is not called."""
-
-    def must_not_run(*a, **k):
-        raise AssertionError("bench called")
-
-    result = managed_run(
-        ARGV, {}, REQUESTED, "text-chat", make_options(knobs, startup_timeout_s=0.8), bench=must_not_run
-    )
-    assert (result.ok, result.failure, result.stage) == (False, failure, "start")
-    assert result.timings.bench_s is None
+def test_start_failures_are_recorded_not_raised(make_runner, resolution, workload, tmp_path, knobs, failure):
+    """A server that never serves gives a failed measurement at stage `start`; the benchmark is not run."""
+    runner = make_runner(knobs, server_class=_MustNotBench, startup_timeout_s=0.8)
+    m = runner.measure(resolution, workload, run_dir=tmp_path)
+    assert (m.ok, m.failure.cls, m.failure.stage) == (False, failure, "start")
+    assert m.timings.bench_s is None and m.timings.total_s > 0
+    assert json.loads((tmp_path / "result.json").read_text())["stage"] == "start"
+    assert group_gone(_pid(tmp_path))
 
 
-def test_a_managed_run_with_the_real_benchmark_client(make_options):
-    """The bench helper's run_benchmark (builtin client) against the stand-in gives real Metrics."""
-    bench = pytest.importorskip("servetune.bench")
-    result = managed_run(
-        ARGV, {}, REQUESTED, bench.load_workload("text-chat"), make_options(), requests=24, client="builtin"
-    )
-    assert result.ok, result.message
-    assert result.metrics.completed == 24 and result.metrics.request_throughput > 0
+class _Interrupted(SglangServer):
+    def bench(self, workload, **_):
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_during_the_benchmark_stops_the_server_and_propagates(make_runner, resolution, workload, tmp_path):
+    """Ctrl-C is not a failure of the config: the server is stopped, its port released, and it propagates."""
+    with pytest.raises(KeyboardInterrupt):
+        make_runner(server_class=_Interrupted).measure(resolution, workload, run_dir=tmp_path, requests=4)
+    assert group_gone(_pid(tmp_path))
+    port = int((tmp_path / "argv.txt").read_text().split("--port ")[1].split()[0])
+    reservation = PortReservation.try_acquire(port)
+    assert reservation is not None
+    reservation.release()
+
+
+def test_one_start_serves_several_benchmarks(make_runner, resolution, workload, tmp_path):
+    """`runner.start` gives a server that can be benchmarked more than once, and stops on leaving the block."""
+    with make_runner().start(resolution, run_dir=tmp_path) as server:
+        first = server.bench(workload, requests=4)
+        second = server.bench(workload, requests=6)
+        assert server.alive
+    assert (first.completed, second.completed) == (4, 6)
+    assert not server.alive and server.stop_s is not None and group_gone(_pid(tmp_path))
+
+
+def test_the_runner_names_the_watched_fields_unless_the_caller_did():
+    """The launcher knows no tuning fields: the runner passes `WATCHED_FIELDS`, or the caller's own."""
+    from servetune.launch import LaunchOptions
+
+    assert SglangRunner().options.watched_fields == WATCHED_FIELDS
+    own = SglangRunner(LaunchOptions(watched_fields=("page_size",)))
+    assert own.options.watched_fields == ("page_size",)
+    assert LaunchOptions().watched_fields == ()
+    assert SglangRunner(LaunchOptions(sglang_cmd=standin_command())).options.sglang_cmd == standin_command()
