@@ -13,12 +13,13 @@ Issue 4 asks two questions; each is measured where noise cannot decide it.
    It runs through the real tuner loop (`Tuner.run`: the same space, enqueued baselines, the
    local phase of one-field changes of the best so far (`servetune.tuner._local`; `--no-local`
    leaves it out), sampler classes and set-up, `require` checks, dedupe and failure handling);
-   only `loop.measure`, the launch + benchmark, is replaced by the model (an OOM config comes
-   back as the same `Failure("oom")` a launch gives; a measured one with the `/server_info` the
-   stand-in reports for its flags, which the local phase reads the baselines' auto values from).
+   only the runner, the launch + benchmark, is the model (`servetune.testing.FakeRunner`: an OOM
+   config comes back as the same `Failure(cls="oom")` a launch gives; a measured one with the
+   `/server_info` the stand-in reports for its flags, which the local phase reads the baselines'
+   auto values from).
    The best is the true optimum, found by evaluating every config of the (finite) space through
    the same resolve path. "Launches"
-   count calls to `measure` (a reused duplicate is not a launch; a failed launch is). Runs
+   count calls to the runner's `measure` (a reused duplicate is not a launch; a failed launch is). Runs
    that never reach 98% within the budget count as budget + 1 (censored; the median stays
    exact while fewer than half are, else the ratio is printed as an upper bound). Two
    landscapes (two workload shapes, `LANDSCAPES`), so the sampler set-up is not fitted to one.
@@ -142,7 +143,7 @@ def standin_server_info(argv: list[str]) -> dict:
 
 
 class ModelMeasure:
-    """Stands in for `loop.measure`: the model instead of a launch; logs each call (= a launch)."""
+    """The launch + benchmark of a `FakeRunner`: the model instead of a launch; logs each call (= a launch)."""
 
     def __init__(self) -> None:
         self.cache: dict[str, float | None] = {}
@@ -150,41 +151,53 @@ class ModelMeasure:
         self.target = float("inf")
         self.stop = lambda: None
 
-    def __call__(self, resolution, *, workload, **_):
-        from servetune.tuner._evaluate import Failure, Measurement, config_hash
+    def __call__(self, call):
+        from servetune.runner import Failure
+        from servetune.tuner._evaluate import config_hash
 
-        key = config_hash(resolution.argv(), resolution.env())
+        key = config_hash(call.argv, call.env)
         if key not in self.cache:
-            self.cache[key] = model_value(resolution, workload)
+            self.cache[key] = model_value(call.resolution, call.workload)
         v = self.cache[key]
         self.log.append(v)
         if v is not None and v >= self.target:
             self.stop()  # the study ends after this trial: what follows cannot change the count
         if v is None:
-            return Measurement(failure=Failure("oom", "CUDA out of memory (model)"))
-        return Measurement(
-            metrics={"comparable_request_throughput": v, "request_throughput": v, "completed": workload.requests},
-            server_info=standin_server_info(resolution.argv()),
-        )
+            return Failure(cls="oom", stage="start", message="CUDA out of memory (model)")
+        return {"comparable_request_throughput": v, "request_throughput": v, "completed": call.workload.requests}
+
+    def runner(self):
+        """A `FakeRunner` measuring with this model, reporting the stand-in's `/server_info`."""
+        from servetune.testing import FakeRunner
+
+        return FakeRunner(self, server_info=lambda call: standin_server_info(call.argv))
 
 
-class RealMeasure:
-    """`loop.measure` as is, logging (measured, model) per launch."""
+def real_runner():
+    """The stand-in runner (real processes and HTTP), logging (measured, model) per launch."""
+    from servetune.testing import StandinRunner
+    from servetune.tuner.objectives import flatten_metrics
 
-    def __init__(self, real) -> None:
-        self.real = real
-        self.log: list[tuple[float | None, float | None]] = []
-        self.target = float("inf")
-        self.stop = lambda: None
+    class RealMeasure(StandinRunner):
+        def __init__(self) -> None:
+            super().__init__(client="builtin")
+            self.log: list[tuple[float | None, float | None]] = []
+            self.target = float("inf")
+            self.stop = lambda: None
 
-    def __call__(self, resolution, **kwargs):
-        m = self.real(resolution, **kwargs)
-        measured = m.metrics.get("comparable_request_throughput") if m.metrics and not m.stopped_early else None
-        mv = model_value(resolution, kwargs["workload"])
-        self.log.append((measured, mv))
-        if mv is not None and mv >= self.target:
-            self.stop()
-        return m
+        def measure(self, resolution, workload, **kwargs):
+            m = super().measure(resolution, workload, **kwargs)
+            flat = flatten_metrics(m.metrics) if m.ok else {}
+            measured = (
+                flat.get("comparable_request_throughput") if flat.get("completed") and not m.stopped_early else None
+            )
+            mv = model_value(resolution, workload)
+            self.log.append((measured, mv))
+            if mv is not None and mv >= self.target:
+                self.stop()
+            return m
+
+    return RealMeasure()
 
 
 def _launches_to(values, target: float) -> int | None:
@@ -226,10 +239,10 @@ def true_optimum(tmp: Path, workload: str = "efficiency.yaml", label: str = "") 
     values = []
     for combo in itertools.product(*GRID.values()):
         layer = dict(zip(GRID, combo))
-        values.append((model_value(tuner.resolve(layer, use_rules=True), tuner.workload), layer))
+        values.append((model_value(tuner.resolve(layer), tuner.workload), layer))
     ok = [(v, layer) for v, layer in values if v is not None]
     best, best_layer = max(ok, key=lambda x: x[0])
-    baseline = model_value(tuner.resolve({}, use_rules=True), tuner.workload)
+    baseline = model_value(tuner.resolve({}), tuner.workload)
     within = sum(v >= 0.98 * best for v, _ in ok)
     print(
         f"landscape {label}: {len(values)} configs, {len(values) - len(ok)} die (OOM); optimum {best:.1f} req/s "
@@ -249,37 +262,34 @@ def sampler_efficiency(
     good: int | None = None,
     total: int | None = None,
 ) -> dict[str, list[int]]:
-    from servetune.tuner import Tuner, loop
+    from servetune.tuner import Tuner
     from servetune.tuner._sampler import describe_tpe
 
     target = 0.98 * best
     model = ModelMeasure()
     model.target = target
-    real, loop.measure = loop.measure, model
     counts: dict[str, list[int | None]] = {"tpe": [], "random": []}
     local_n = 0
     t0 = time.monotonic()
-    try:
-        for seed in range(seeds):
-            for sampler in ("tpe", "random"):
-                model.log = []
-                tuner = Tuner(
-                    _options(
-                        tmp,
-                        f"m-{workload}-{sampler}-{seed}",
-                        workload=workload,
-                        trials=budget,
-                        sampler=sampler,
-                        seed=seed,
-                        prune=False,
-                    )
-                )
-                model.stop = tuner._stop.set  # as Ctrl-C between trials: the loop returns
-                tuner.run()
-                local_n = tuner.local_budget if sampler == "tpe" else local_n
-                counts[sampler].append(_launches_to(model.log, target))
-    finally:
-        loop.measure = real
+    for seed in range(seeds):
+        for sampler in ("tpe", "random"):
+            model.log = []
+            tuner = Tuner(
+                _options(
+                    tmp,
+                    f"m-{workload}-{sampler}-{seed}",
+                    workload=workload,
+                    trials=budget,
+                    sampler=sampler,
+                    seed=seed,
+                    prune=False,
+                ),
+                runner=model.runner(),
+            )
+            model.stop = tuner.stop  # as Ctrl-C between trials: the loop returns
+            tuner.run()
+            local_n = tuner.local_budget if sampler == "tpe" else local_n
+            counts[sampler].append(_launches_to(model.log, target))
     print(
         f"\n== 1a. launches to reach 98% of the optimum ({target:.1f} req/s), landscape {label}: deterministic, "
         f"{seeds} seeds per arm, budget {budget} launches (--trials), "
@@ -313,25 +323,28 @@ def sampler_efficiency(
 
 
 def noise(tmp: Path, best_layer: dict, k: int) -> None:
+    from servetune.testing import StandinRunner
     from servetune.tuner import Tuner
-    from servetune.tuner._evaluate import Slot, measure
+    from servetune.tuner._evaluate import Slot, evaluate
 
-    tuner = Tuner(_options(tmp, "noise", workload="efficiency.yaml", trials=1, sampler="random", seed=0, prune=False))
+    runner = StandinRunner(client="builtin")
+    tuner = Tuner(
+        _options(tmp, "noise", workload="efficiency.yaml", trials=1, sampler="random", seed=0, prune=False),
+        runner=runner,
+    )
     tuner.prepare()
     print(f"\n== noise: one config launched {k} times (real stand-in, noise knob off) ==")
     for label, layer in (("baseline", {}), ("optimum", best_layer)):
-        res = tuner.resolve(layer, use_rules=True)
+        res = tuner.resolve(layer)
         xs = []
         for i in range(k):
-            m = measure(
+            m = evaluate(
+                runner,
                 res,
                 workload=tuner.workload,
                 slot=Slot(0),
                 run_dir=tmp / "noise" / f"{label}-{i}",
                 requests=None,
-                sglang_cmd=tuner.o.sglang_cmd,
-                client="builtin",
-                startup_timeout_s=None,
             )
             xs.append(m.metrics["comparable_request_throughput"] if m.metrics else float("nan"))
         mean, sd = statistics.mean(xs), statistics.stdev(xs)
@@ -343,37 +356,34 @@ def noise(tmp: Path, best_layer: dict, k: int) -> None:
 
 
 def real_loop(tmp: Path, best: float, seeds: int, budget: int) -> None:
-    from servetune.tuner import Tuner, loop
+    from servetune.tuner import Tuner
 
     target = 0.98 * best
-    rec = RealMeasure(loop.measure)
+    rec = real_runner()
     rec.target = target
-    loop.measure = rec
     t0 = time.monotonic()
     rows = {"tpe": [], "random": []}
-    try:
-        for seed in range(seeds):
-            for sampler in ("tpe", "random"):
-                rec.log = []
-                tuner = Tuner(
-                    _options(
-                        tmp,
-                        f"r-{sampler}-{seed}",
-                        workload="efficiency.yaml",
-                        trials=budget,
-                        sampler=sampler,
-                        seed=seed,
-                        prune=False,
-                    )
-                )
-                rec.stop = tuner._stop.set
-                tuner.run()
-                picked = _launches_to([mv for _, mv in rec.log], target)
-                measured = [x for x, _ in rec.log if x is not None]
-                best_mv = max((mv for _, mv in rec.log if mv is not None), default=None)
-                rows[sampler].append((picked, len(rec.log), max(measured, default=float("nan")), best_mv))
-    finally:
-        loop.measure = rec.real
+    for seed in range(seeds):
+        for sampler in ("tpe", "random"):
+            rec.log = []
+            tuner = Tuner(
+                _options(
+                    tmp,
+                    f"r-{sampler}-{seed}",
+                    workload="efficiency.yaml",
+                    trials=budget,
+                    sampler=sampler,
+                    seed=seed,
+                    prune=False,
+                ),
+                runner=rec,
+            )
+            rec.stop = tuner.stop
+            tuner.run()
+            picked = _launches_to([mv for _, mv in rec.log], target)
+            measured = [x for x, _ in rec.log if x is not None]
+            best_mv = max((mv for _, mv in rec.log if mv is not None), default=None)
+            rows[sampler].append((picked, len(rec.log), max(measured, default=float("nan")), best_mv))
     print(
         f"\n== 1b. the same with REAL launches: {seeds} seeds per arm, budget {budget} launches "
         f"({time.monotonic() - t0:.0f} s) =="
