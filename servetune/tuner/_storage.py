@@ -150,6 +150,8 @@ def fail_lost_trials(study) -> list[int]:
     import optuna
     from optuna.trial import TrialState
 
+    from servetune.launch import reap_orphan_server
+
     failed = []
     host = socket.gethostname()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -170,39 +172,6 @@ def fail_lost_trials(study) -> list[int]:
         warnings.simplefilter("ignore")
         optuna.storages.fail_stale_trials(study)
     return failed
-
-
-def reap_orphan_server(run_dir: Path) -> int | None:
-    """Kill the server a dead worker left running (its group keeps the GPU and the port).
-
-    Only a process whose pid is in `run_dir/server.pid`, leads its own process group (the
-    launcher starts servers with a new session) and listens on the port of `argv.txt` is ours.
-    """
-    import shlex
-    import signal
-
-    try:
-        pid = int((run_dir / "server.pid").read_text().strip())
-        argv = shlex.split((run_dir / "argv.txt").read_text())
-        import psutil
-
-        proc = psutil.Process(pid)
-        cmdline = proc.cmdline()
-    except (OSError, ValueError, ImportError, Exception):
-        return None
-    port = argv[argv.index("--port") + 1] if "--port" in argv else None
-    if (
-        port is None
-        or "--port" not in cmdline
-        or cmdline[cmdline.index("--port") + 1] != port
-        or os.getpgid(pid) != pid
-    ):
-        return None
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return None
-    return pid
 
 
 def _alive(pid: Any, started: Any) -> bool:

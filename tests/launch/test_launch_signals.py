@@ -152,3 +152,31 @@ def test_servetune_launch_on_a_busy_port_is_a_clear_error(tmp_path):
         )
     assert out.returncode == 1 and "error[launch]" in out.stderr and "already in use" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_an_orphan_server_is_reaped_by_its_run_directory(make_options):
+    """A server whose parent died by SIGKILL is found from its run directory (server.pid, argv.txt's
+    port) and its group killed; the handle's own stop then finds nothing left."""
+    from servetune.launch import reap_orphan_server, start_server
+
+    with start_server(["--model-path", "m"], {}, {}, make_options({"CHILDREN": 1})) as server:
+        assert reap_orphan_server(server.run_dir) == server.pid
+        assert group_gone(server.pgid)
+
+
+def test_reaping_leaves_a_process_that_is_not_the_recorded_server(tmp_path):
+    """A pid in server.pid that runs with another --port than argv.txt's (a reused pid) is left alone."""
+    from servetune.launch import reap_orphan_server
+
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "--port", "31998"], start_new_session=True
+    )
+    try:
+        (tmp_path / "server.pid").write_text(f"{other.pid}\n")
+        (tmp_path / "argv.txt").write_text("python -m sglang.launch_server --host 127.0.0.1 --port 31999\n")
+        assert reap_orphan_server(tmp_path) is None
+        assert other.poll() is None
+        assert reap_orphan_server(tmp_path / "missing") is None
+    finally:
+        other.kill()
+        other.wait()
