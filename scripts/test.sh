@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs on a fresh machine, then runs all tests:
-#   - a virtualenv (.venv) with servetune and its dev extras,
+# Installs everything the test suite needs on a fresh machine, checks lint, format and the import
+# contracts (ruff, lint-imports: [tool.importlinter] in pyproject.toml), then runs all tests:
+#   - a virtualenv (.venv) with servetune and its dev extras (ruff and import-linter among them),
 #   - CPU-only SGLang 0.5.23 / 0.5.17 / 0.5.10 for the real-parser and differential tests
 #     (scripts/setup_sglang_cpu.sh, cached under .cache/sglang-cpu),
 #   - a throwaway PostgreSQL server for the multi-worker tuner test (scripts/postgres.sh).
@@ -14,6 +15,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "== installing servetune[dev]"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+echo "== ruff check, ruff format --check, lint-imports"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/lint-imports --no-cache
 echo "== CPU-only SGLang for parser and oracle tests"
 bash scripts/setup_sglang_cpu.sh
 if [ -f scripts/postgres.sh ]; then
