@@ -1,7 +1,7 @@
 r"""Here (not on the device): the pruner's first-wave figure on real SGLang, from recorded requests. Prints figures.
 
-    python scripts/device/first_wave.py docs/h200/first-wave-s4/requests.tar.xz \
-        docs/h200/steady-rate/requests.tar.xz ...
+    python scripts/device/first_wave.py /tmp/h200/first-wave-s4/requests.tar.xz \
+        /tmp/h200/steady-rate/requests.tar.xz ...   (tar -xJf docs/h200-evidence.tar.xz -C /tmp first)
 
 Each archive is one device call: run directories `NAME-i` with `requests.jsonl` (every request's send time, TTFT and
 latency) and `metrics.json`, from `partial_runs` in lib.sh. For each run it replays what the builtin client reports:

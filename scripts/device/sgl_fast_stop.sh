@@ -1,7 +1,7 @@
 #!/bin/bash
 # --sglang-cmd prefix for device runs:  SERVETUNE_SGLANG_CMD="bash scripts/device/sgl_fast_stop.sh"
 # Runs `python3 -m sglang.launch_server ARGS` (same python as the launcher's default on the device image).
-# Why: SGLang 0.5.17 did not exit within 15 s of SIGTERM on the H200 (phase 2), so every stop by the launcher
+# Why: SGLang 0.5.17 did not exit within 15 s of SIGTERM on the H200 (endpoints_and_nvml.sh, call 1), so every stop by the launcher
 # would wait its full 30 s grace before SIGKILL. Here, on SIGTERM/SIGINT the server gets 5 s, then this
 # process group (the one the launcher created for us, and only it) is SIGKILLed. Our pgid is recorded in
 # /tmp/sgl/state so the device scripts can end a server that outlived its launcher.
