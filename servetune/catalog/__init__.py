@@ -1,8 +1,9 @@
 """The SGLang field catalog: load the shipped snapshots, look names up, and regenerate them.
 
 Snapshots are `servetune/data/catalog/<version>.json`, one `Catalog` per SGLang release. This
-module imports only the stdlib, pydantic and servetune's schema: never SGLang, which pulls in
-torch and triton. `sync()` is the one place that runs SGLang, in a subprocess.
+package imports only the stdlib, pydantic and servetune's schema and errors: never SGLang, which pulls in
+torch and triton. `sync()` is the one place that runs SGLang, in a subprocess. `catalog.values` types a
+value for a field or env var (rules and render use it).
 
 Example:
     >>> from servetune.catalog import load_catalog, field_for_flag

@@ -257,7 +257,8 @@ class Rule(BaseModel):
     summary: str = Field(min_length=1)
     """One line: what the rule does."""
     why: str = Field(min_length=1)
-    """Why: the evidence and reasoning (shown by `explain`)."""
+    """The evidence and reasoning behind the rule: shown by `servetune rules show` and in docs/rules.md, and
+    as a note when a pin, preset or trial breaks a `require` rule (`explain` shows the `summary`)."""
     references: tuple[str, ...] = ()
     """Links to the code, PR or benchmark behind the rule."""
     kind: Literal["prefer", "require"] = "prefer"
