@@ -1,13 +1,15 @@
-"""Orchestration overhead per managed run, against the stand-in server (prints figures; not a test).
+"""Orchestration overhead per measurement, against the stand-in server (prints figures; not a test).
 
     python benchmarks/orchestration_overhead.py [--runs 10] [--start-delay 0.5] [--workload text-chat]
-        [--requests 64] [--warmup N]
+        [--requests 64] [--warmup N] [--model qwen3-8b] [--gpu h200]
 
-overhead = wall time of `managed_run` - the stand-in's own start-up delay - the benchmark's measured
+Each run is `StandinRunner.measure` (`servetune.runner`: the real runner with the stand-in's
+command) of the rules' launch for `--model` on `--gpu`, resolved once before the runs.
+overhead = wall time of `measure` - the stand-in's own start-up delay - the benchmark's measured
 duration (`Metrics.duration_s`) - the workload's warm-up traffic (`Metrics.warmup_s`, requests the
 run sends on purpose, shown on its own line). It is what servetune adds around the traffic:
 spawning the process, polling readiness, reading /server_info and checking identity, preparing
-the client, stopping the process group and writing the run directory.
+the client, stopping the process group and writing the run directory (facts.yaml, resolved.yaml, ...).
 Goal: under 1 s per run.
 """
 
@@ -28,33 +30,33 @@ def main() -> int:
     parser.add_argument("--workload", default="text-chat")
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--warmup", type=int, default=None, help="override the workload's warmup requests")
+    parser.add_argument("--model", default="qwen3-8b", help="the model whose rules' launch is measured")
+    parser.add_argument("--gpu", default="h200", help="the named GPU profile it is resolved for")
     args = parser.parse_args()
 
     from servetune.bench import load_workload
-    from servetune.launch import LaunchOptions, managed_run
+    from servetune.context import Context
+    from servetune.launch import LaunchOptions
+    from servetune.testing import StandinRunner
 
     workload = load_workload(args.workload)
     if args.warmup is not None:
         workload = workload.model_copy(update={"warmup_requests": args.warmup})
-    cmd = [sys.executable, "-m", "servetune.testing.standin"]
-    argv = ["--model-path", "standin/model", "--cuda-graph-max-bs-decode", "64"]
+    resolution = Context.build(args.model, gpu=args.gpu, workload=workload).resolve()
+    options = LaunchOptions(
+        stop_grace_s=5,
+        wait_gpu_release=True,
+        extra_env={"SERVETUNE_STANDIN_START_DELAY_S": str(args.start_delay)},
+    )
+    runner = StandinRunner(options, client="builtin")
     rows = []
     with tempfile.TemporaryDirectory(prefix="servetune-overhead-") as tmp:
         for i in range(args.runs):
-            opts = LaunchOptions(
-                sglang_cmd=cmd,
-                run_dir=Path(tmp) / f"run{i}",
-                stop_grace_s=5,
-                wait_gpu_release=True,
-                extra_env={"SERVETUNE_STANDIN_START_DELAY_S": str(args.start_delay)},
-            )
             t0 = time.perf_counter()
-            result = managed_run(
-                argv, {}, {"model_path": "standin/model"}, workload, opts, requests=args.requests, client="builtin"
-            )
+            result = runner.measure(resolution, workload, run_dir=Path(tmp) / f"run{i}", requests=args.requests)
             wall = time.perf_counter() - t0
             if not result.ok:
-                print(f"run {i} failed: {result.failure}: {result.message}", file=sys.stderr)
+                print(f"run {i} failed: {result.failure.cls}: {result.failure.message}", file=sys.stderr)
                 return 1
             measured = result.metrics.duration_s
             warm = result.metrics.warmup_s or 0.0
@@ -77,7 +79,7 @@ def main() -> int:
         return f"median {statistics.median(values):.3f} s  max {max(values):.3f} s"
 
     print(
-        f"{args.runs} managed runs of '{workload.name}' ({args.requests} requests, warmup {workload.warmup_requests}, "
+        f"{args.runs} measurements of '{workload.name}' ({args.requests} requests, warmup {workload.warmup_requests}, "
         f"concurrency {workload.max_concurrency}) against the stand-in (start-up delay {args.start_delay} s)"
     )
     print(f"  wall per run                      {summary('wall')}")

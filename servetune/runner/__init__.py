@@ -8,9 +8,15 @@
     with runner.start(ctx.resolve(), run_dir=Path("runs/y")) as server:   # several benchmarks, one launch
         first = server.bench(workload, requests=128)
 
-`servetune bench`, `servetune launch` and the tuner use this seam; tests use
-`servetune.testing.FakeRunner` (no process) or the stand-in runner (a real process that stands
-in for SGLang).
+`servetune bench` (managed: `measure`; `--cross-check`: `start`) and the tuner use this seam;
+`servetune launch` serves in the foreground through `servetune.launch` with `WATCHED_FIELDS`.
+Tests use `servetune.testing.FakeRunner` (no process) or `servetune.testing.StandinRunner` (real
+processes, with the stand-in server in SGLang's place).
+
+A measurement's run directory holds facts.yaml, resolved.yaml, argv.txt, env.json, server.log,
+server.pid, server_info.json, server_info_diff.json, metrics.json and result.json.
+`WATCHED_FIELDS` names the tuning fields whose `/server_info` value is recorded when servetune
+left them to SGLang (the launcher itself knows no tuning fields).
 """
 
 from __future__ import annotations
