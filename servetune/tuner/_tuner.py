@@ -50,7 +50,6 @@ class Tuner:
         self.on_event: Callable[[TuneEvent], None] = on_event or (lambda event: None)
         self.setup: StudySetup | None = None
         self._stop = threading.Event()
-        self._workers: Any = None
 
     def prepare(self) -> None:
         """Read everything once (`Context`), build and check the space, open or create the study."""
@@ -66,7 +65,7 @@ class Tuner:
         if self.setup is None:
             self.prepare()
         s = self._setup
-        self._workers = SlotWorkers(s, self.runner, on_event=self.on_event, stop=self._stop)
+        workers = SlotWorkers(s, self.runner, on_event=self.on_event, stop=self._stop)
         self.on_event(
             StudyStarted(
                 study=s.study_name,
@@ -79,7 +78,7 @@ class Tuner:
                 done=launches(s.study.get_trials(deepcopy=False), running=False),
             )
         )
-        self._workers.run()
+        workers.run()
         if self.o.confirm_rounds > 0:
             self.confirm()
         return self.result()
