@@ -1,10 +1,12 @@
 """Orchestration overhead per measurement, against the stand-in server (prints figures; not a test).
 
     python benchmarks/orchestration_overhead.py [--runs 10] [--start-delay 0.5] [--workload text-chat]
-        [--requests 64] [--warmup N] [--model qwen3-8b] [--gpu h200]
+        [--requests 64] [--warmup N] [--model qwen3-8b] [--gpu h200] [--set cuda_graph_max_bs_decode=64 ...]
 
 Each run is `StandinRunner.measure` (`servetune.runner`: the real runner with the stand-in's
-command) of the rules' launch for `--model` on `--gpu`, resolved once before the runs.
+command) of the rules' launch for `--model` on `--gpu` with the `--set` pins, resolved once
+before the runs. The stand-in's speed depends on its flags; the default pin is the one the
+figures before the runner (`managed_run`, argv `--cuda-graph-max-bs-decode 64`) were taken with.
 overhead = wall time of `measure` - the stand-in's own start-up delay - the benchmark's measured
 duration (`Metrics.duration_s`) - the workload's warm-up traffic (`Metrics.warmup_s`, requests the
 run sends on purpose, shown on its own line). It is what servetune adds around the traffic:
@@ -32,6 +34,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=None, help="override the workload's warmup requests")
     parser.add_argument("--model", default="qwen3-8b", help="the model whose rules' launch is measured")
     parser.add_argument("--gpu", default="h200", help="the named GPU profile it is resolved for")
+    parser.add_argument("--set", dest="sets", action="append", help="pin FIELD=VALUE (repeatable)")
     args = parser.parse_args()
 
     from servetune.bench import load_workload
@@ -42,7 +45,8 @@ def main() -> int:
     workload = load_workload(args.workload)
     if args.warmup is not None:
         workload = workload.model_copy(update={"warmup_requests": args.warmup})
-    resolution = Context.build(args.model, gpu=args.gpu, workload=workload).resolve()
+    sets = args.sets if args.sets is not None else ["cuda_graph_max_bs_decode=64"]
+    resolution = Context.build(args.model, gpu=args.gpu, workload=workload, sets=sets).resolve()
     options = LaunchOptions(
         stop_grace_s=5,
         wait_gpu_release=True,
