@@ -190,17 +190,18 @@ def test_usage_errors_exit_2_and_user_errors_exit_1(capsys):
 
 def test_explain_run_shows_what_sglang_changed(capsys, tmp_path):
     """explain --run RUN_DIR adds requested -> effective from a launch's /server_info (stand-in server)."""
-    import sys as _sys
 
     from servetune.api import resolve_launch
     from servetune.launch import LaunchOptions, start_server
+    from servetune.runner import WATCHED_FIELDS
+    from servetune.testing import standin_command
 
     res = resolve_launch("qwen3-vl-8b-instruct", gpu="h200", sglang_version="0.5.23", sets=["max_running_requests=16"])
     with start_server(
         res.argv(),
         res.env(),
         res.requested(),
-        LaunchOptions(sglang_cmd=[_sys.executable, "-m", "servetune.testing.standin"], run_dir=tmp_path),
+        LaunchOptions(sglang_cmd=standin_command(), run_dir=tmp_path, watched_fields=WATCHED_FIELDS),
     ):
         pass
     code, out, err = _run(
