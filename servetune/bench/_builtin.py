@@ -29,13 +29,14 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics
 from servetune.bench.prompts import make_prompt, sample_lengths
+from servetune.bench.slo import LatencySlo
 from servetune.errors import BenchError
 from servetune.schema.workload import Workload
 
@@ -257,6 +258,7 @@ async def run_builtin_async(
     on_progress: Callable[[int, int, Metrics], None] | None = None,
     should_stop: Callable[[int, Metrics], bool] | None = None,
     nonce: bytes | None = None,
+    slos: Sequence[LatencySlo] = (),
 ) -> Metrics:
     """Run `workload` against `url` (see the module docstring); the asynchronous core."""
     import httpx
@@ -293,7 +295,7 @@ async def run_builtin_async(
             while not queue.full() and not producer.done():
                 await asyncio.sleep(0.005)
             metrics = await _measure(
-                client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio, finished
+                client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio, finished, slos
             )
             metrics = metrics.model_copy(update={"warmup_s": round(warmup_s, 4)})
             producer.cancel()
@@ -303,6 +305,10 @@ async def run_builtin_async(
         (Path(run_dir) / "builtin_metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
         _write_requests(Path(run_dir) / "requests.jsonl", finished)
     return metrics
+
+
+IDLE_CHECK_S = 1.0
+"""While no request completes, `should_stop` is still asked this often (seconds)."""
 
 
 def _write_requests(path: Path, records: list[RequestRecord]) -> None:
@@ -356,6 +362,7 @@ async def _measure(
     should_stop,
     ratio,
     finished: list[RequestRecord],
+    slos: Sequence[LatencySlo] = (),
 ) -> Metrics:
     """The measured run; `finished` receives each request's record as it completes."""
     rng = random.Random(workload.seed + 1)
@@ -390,6 +397,7 @@ async def _measure(
             requests=requests,
             trim=workload.steady_trim,
             sending=end is None and sent < requests,
+            slos=slos,
             **info(stopped),
         )
 
@@ -415,8 +423,18 @@ async def _measure(
     sender = asyncio.create_task(send_all())
     stopped = False
     last_end = clock0
-    for count in range(1, requests + 1):
-        record = await done_event.get()
+    count = 0
+    while count < requests:
+        try:
+            record = await asyncio.wait_for(done_event.get(), timeout=IDLE_CHECK_S)
+        except asyncio.TimeoutError:
+            # no completion for a while: `should_stop` still gets a look (a runaway config's first
+            # wave may take minutes; its deadline must not wait for a completion)
+            if should_stop is not None and should_stop(count, partial()):
+                stopped = True
+                break
+            continue
+        count += 1
         finished.append(record)
         last_end = (
             max(last_end, clock0 + record.start + record.latency)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from servetune.bench.metrics import Metrics
+from servetune.bench.slo import LatencySlo
 from servetune.bench.workloads import load_workload
 from servetune.errors import BenchError, SpecError
 from servetune.schema.workload import Workload
@@ -47,6 +48,7 @@ def run_benchmark(
     model: str | None = None,
     on_progress: Callable[[int, int, Metrics], None] | None = None,
     should_stop: Callable[[int, Metrics], bool] | None = None,
+    slos: Sequence[LatencySlo] = (),
 ) -> Metrics:
     """Drive `workload` against the server at `url` and return its metrics.
 
@@ -58,7 +60,13 @@ def run_benchmark(
     if requests is not None and requests < 1:
         raise SpecError(f"`--requests` must be at least 1, but got {requests}")
     count = requests or workload.requests
-    chosen = choose_client(client, workload, can_stop_early=should_stop is not None)
+    # goodput needs every request's latencies: the builtin client's records
+    chosen = choose_client(client, workload, can_stop_early=should_stop is not None or bool(slos))
+    if chosen == "sglang" and slos:
+        raise SpecError(
+            "--slo needs the builtin client (goodput is computed from every request's latencies)",
+            help="drop --client sglang, or use --client builtin",
+        )
     if run_dir is not None:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -86,6 +94,7 @@ def run_benchmark(
             run_dir=run_dir,
             on_progress=on_progress,
             should_stop=should_stop,
+            slos=slos,
         )
     if run_dir is not None:
         (run_dir / "metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")

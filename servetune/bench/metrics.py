@@ -33,6 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servetune.bench.slo import LatencySlo, SloReport, judge
 from servetune.errors import BenchError
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
@@ -171,6 +172,13 @@ class Metrics(BaseModel):
     """Images sent in measured requests."""
     errors: list[str] = Field(default_factory=list)
     """Up to five distinct error messages of failed requests."""
+    served_ratio: float | None = None
+    """Open-loop runs (`request_rate`): completions over arrivals in the same window, from the end
+    of the first tenth of the sending time to the last send. About 1 while the server keeps up
+    (every arrival completes a latency later, so the window's two ends cancel); below 1 when it
+    queues the load it cannot serve. None for closed-loop runs and partial ones."""
+    slo: SloReport | None = None
+    """The run against the `--slo` bounds: verdicts, goodput (req/s that met every bound) and attainment."""
 
     def comparable_request_throughput(self) -> float:
         """The figure to rank configs by: the steady-window req/s when known, else whole-run req/s."""
@@ -321,6 +329,19 @@ def steady_window(
     )
 
 
+def served_ratio(records: Sequence[RequestRecord]) -> float | None:
+    """Completions over arrivals in the window from 10% of the sending time to the last send
+    (`Metrics.served_ratio`); None when the window holds no arrival."""
+    if not records:
+        return None
+    first = min(r.start for r in records)
+    last = max(r.start for r in records)
+    start = first + 0.1 * (last - first)
+    arrived = sum(1 for r in records if start <= r.start <= last)
+    served = sum(1 for r in records if r.success and start <= r.end <= last)
+    return served / arrived if arrived else None
+
+
 def compute_metrics(
     records: Sequence[RequestRecord],
     duration_s: float,
@@ -328,13 +349,15 @@ def compute_metrics(
     requests: int,
     trim: float = 0.1,
     sending: bool = False,
+    slos: Sequence[LatencySlo] = (),
     **info,
 ) -> Metrics:
     """Metrics from the builtin client's per-request records, with SGLang's definitions.
 
     `info` fills the descriptive fields (client, workload, url, model, max_concurrency,
     request_rate, warmup_requests, stopped_early, client_prep_s). `sending`: partial metrics
-    taken while requests are still being sent (see `steady_window`).
+    taken while requests are still being sent (see `steady_window`). `slos`: judge the run
+    against these bounds (`Metrics.slo`: verdicts, goodput, attainment).
     """
     ok = [r for r in records if r.success]
     duration = max(duration_s, 1e-9)
@@ -372,6 +395,8 @@ def compute_metrics(
         steady=steady_window(records, trim, info.get("max_concurrency"), sending=sending),
         images_sent=sum(r.images for r in ok),
         errors=errors,
+        slo=judge(slos, stats, records, duration) if slos else None,
+        served_ratio=None if sending or not info.get("request_rate") else served_ratio(records),
         **stats,
         **info,
     )

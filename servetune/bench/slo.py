@@ -1,0 +1,211 @@
+"""Latency SLOs (`--slo p99_ttft_ms<=800`) and goodput, as vLLM's and SGLang's `--goodput` define it.
+
+An SLO bounds one latency statistic: `STAT_METRIC[_ms]<=N` (or `<`), with STAT one of p50, p90,
+p95, p99, mean, median and METRIC one of ttft, tpot, itl, e2e (milliseconds). Two things are
+judged against a set of SLOs:
+
+- **the verdict** of a run: each SLO's statistic over the run's requests against its bound;
+- **goodput**: the requests per second that met *every* SLO's bound individually (a request
+  meets `p99_ttft_ms<=800` when its own TTFT is at most 800 ms; its TPOT is
+  `(e2e - ttft) / (output_tokens - 1)`; its ITL is its mean inter-token gap), over the run's
+  duration; `slo_attainment` is their share of the measured requests (failed ones count as
+  missed). This is the per-request definition of vLLM's `--goodput` and SGLang's bench_serving.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from servetune.errors import SpecError, did_you_mean
+
+if TYPE_CHECKING:
+    from servetune.bench.metrics import RequestRecord
+
+__all__ = ["LatencySlo", "SloReport", "SloVerdict", "judge", "parse_slos", "request_meets"]
+
+STATS = ("p50", "p90", "p95", "p99", "mean", "median")
+METRICS = ("ttft", "tpot", "itl", "e2e")
+_FORM = re.compile(r"^(?P<stat>[a-z0-9]+)_(?P<metric>[a-z0-9]+?)(?:_latency)?(?:_ms)?\s*(?P<op><=|<)\s*(?P<bound>\S+)$")
+_EXAMPLE = "write STAT_METRIC_ms<=N, e.g. --slo p99_ttft_ms<=800 --slo p99_tpot_ms<=40"
+
+
+@dataclass(frozen=True)
+class LatencySlo:
+    """A bound on one latency statistic, e.g. p99 TTFT at most 800 ms."""
+
+    stat: Literal["p50", "p90", "p95", "p99", "mean", "median"]
+    metric: Literal["ttft", "tpot", "itl", "e2e"]
+    bound_ms: float
+    strict: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.stat}_{self.metric}_ms{'<' if self.strict else '<='}{self.bound_ms:g}"
+
+    @property
+    def quantile(self) -> float | None:
+        """The statistic as a fraction (p99 → 0.99, median → 0.5); None for the mean."""
+        if self.stat == "mean":
+            return None
+        return 0.5 if self.stat in ("p50", "median") else int(self.stat[1:]) / 100.0
+
+    def certainly_missed(self, over: int, planned: int) -> bool:
+        """Whether a run of `planned` requests must miss this SLO once `over` of them are over the
+        bound: the order statistic the percentile starts from (index floor((n-1)q), as `percentile`
+        interpolates) is then over it, whatever the rest measure."""
+        q = self.quantile
+        return q is not None and planned > 0 and over >= planned - math.floor((planned - 1) * q)
+
+    @property
+    def key(self) -> str:
+        """The `Metrics` field this SLO reads, e.g. `p99_ttft_ms`, `median_e2e_latency_ms`."""
+        stat = "median" if self.stat == "p50" else self.stat
+        metric = "e2e_latency" if self.metric == "e2e" else self.metric
+        return f"{stat}_{metric}_ms"
+
+    def holds(self, value_ms: float) -> bool:
+        """Whether a value (a statistic or one request's latency) is within the bound."""
+        return value_ms < self.bound_ms if self.strict else value_ms <= self.bound_ms
+
+
+def parse_slo(text: str) -> LatencySlo:
+    """`p99_ttft_ms<=800` → `LatencySlo("p99", "ttft", 800.0)`.
+
+    Raises:
+        SpecError: The text is not STAT_METRIC_ms<=N with a known statistic and metric and a
+            positive finite bound (the option and a fix are named).
+    """
+    raw = text.strip()
+    m = _FORM.match(raw.replace(" ", ""))
+    if m is None:
+        raise SpecError(f"cannot read the SLO {text!r}", key_path="--slo", help=_EXAMPLE)
+    stat, metric = m["stat"], m["metric"]
+    if metric == "e2el":
+        metric = "e2e"
+    if stat not in STATS:
+        hint = did_you_mean(stat, STATS)
+        raise SpecError(
+            f"unknown statistic {stat!r} in the SLO {text!r}",
+            key_path="--slo",
+            help=(f"did you mean {hint!r}? " if hint else "") + f"statistics: {', '.join(STATS)}",
+        )
+    if metric not in METRICS:
+        hint = did_you_mean(metric, METRICS)
+        raise SpecError(
+            f"unknown latency {metric!r} in the SLO {text!r}",
+            key_path="--slo",
+            help=(f"did you mean {hint!r}? " if hint else "") + f"latencies: {', '.join(METRICS)} (in ms)",
+        )
+    try:
+        bound = float(m["bound"])
+    except ValueError:
+        raise SpecError(
+            f"the SLO bound {m['bound']!r} is not a number", key_path=f"--slo {text}", help=_EXAMPLE
+        ) from None
+    if not math.isfinite(bound) or bound <= 0:
+        raise SpecError(
+            f"the SLO bound must be a positive number of milliseconds, but got {m['bound']!r}",
+            key_path=f"--slo {text}",
+            help=_EXAMPLE,
+        )
+    return LatencySlo(stat, metric, bound, strict=m["op"] == "<")  # type: ignore[arg-type]
+
+
+def parse_slos(texts: Iterable[str]) -> tuple[LatencySlo, ...]:
+    """Every `--slo`; the same statistic twice is an error."""
+    slos = tuple(parse_slo(t) for t in texts)
+    keys = [s.key for s in slos]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise SpecError(f"--slo bounds {', '.join(twice)} twice", key_path="--slo", help="give each statistic once")
+    return slos
+
+
+def _request_latency_ms(record: RequestRecord, metric: str) -> float | None:
+    if metric == "ttft":
+        return record.ttft * 1000.0
+    if metric == "e2e":
+        return record.latency * 1000.0
+    if metric == "tpot":
+        return (record.latency - record.ttft) / (record.output_len - 1) * 1000.0 if record.output_len > 1 else None
+    if record.itl:
+        return math.fsum(record.itl) / len(record.itl) * 1000.0
+    return None
+
+
+def request_meets(record: RequestRecord, slos: Sequence[LatencySlo]) -> bool:
+    """Whether one request met every SLO's bound (a failed request met none; a latency a
+    one-token request does not have, TPOT or ITL, does not count against it)."""
+    if not record.success:
+        return False
+    for slo in slos:
+        value = _request_latency_ms(record, slo.metric)
+        if value is not None and not slo.holds(value):
+            return False
+    return True
+
+
+class SloVerdict(BaseModel):
+    """One SLO judged on a run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    slo: str
+    """The SLO as written, e.g. `p99_ttft_ms<=800`."""
+    value_ms: float
+    """The run's statistic (ms)."""
+    bound_ms: float
+    """The bound (ms)."""
+    met: bool
+    """Whether the statistic is within the bound."""
+    over: int = 0
+    """Completed requests over this bound."""
+
+    @property
+    def headroom(self) -> float:
+        """How far inside the bound the value is, as a fraction of the bound (negative: over it)."""
+        return (self.bound_ms - self.value_ms) / self.bound_ms
+
+
+class SloReport(BaseModel):
+    """A run against a set of SLOs: verdicts, goodput and attainment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    verdicts: list[SloVerdict]
+    """One per SLO."""
+    met: bool
+    """Every SLO's statistic is within its bound."""
+    goodput: float
+    """Requests per second that met every SLO's bound individually (vLLM/SGLang `--goodput`)."""
+    attainment: float
+    """Share of the measured requests (failed ones included) that met every SLO's bound."""
+
+
+def judge(
+    slos: Sequence[LatencySlo], stats_ms: dict[str, float], records: Sequence[RequestRecord], duration_s: float
+) -> SloReport:
+    """Verdicts from the run's statistics (`stats_ms`: Metrics field → value), and goodput from
+    its per-request records over `duration_s`."""
+    verdicts = [
+        SloVerdict(
+            slo=str(s),
+            value_ms=stats_ms[s.key],
+            bound_ms=s.bound_ms,
+            met=s.holds(stats_ms[s.key]),
+            over=sum(1 for r in records if r.success and not request_meets(r, (s,))),
+        )
+        for s in slos
+    ]
+    good = sum(1 for r in records if request_meets(r, slos))
+    return SloReport(
+        verdicts=verdicts,
+        met=all(v.met for v in verdicts),
+        goodput=good / max(duration_s, 1e-9),
+        attainment=good / len(records) if records else 0.0,
+    )

@@ -1,0 +1,119 @@
+"""SLO parsing, per-request goodput and attainment, the certain-miss rule, and the served ratio."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from servetune.bench.metrics import RequestRecord, compute_metrics, percentile, served_ratio
+from servetune.bench.slo import LatencySlo, parse_slo, parse_slos, request_meets
+from servetune.errors import SpecError
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("p99_ttft_ms<=800", LatencySlo("p99", "ttft", 800.0)),
+        ("p50_tpot_ms<40", LatencySlo("p50", "tpot", 40.0, strict=True)),
+        ("median_e2e_latency_ms <= 2500", LatencySlo("median", "e2e", 2500.0)),
+        ("p90_itl<=25", LatencySlo("p90", "itl", 25.0)),
+        ("mean_e2el_ms<=3000", LatencySlo("mean", "e2e", 3000.0)),
+    ],
+)
+def test_slos_parse_to_a_statistic_a_latency_and_a_bound(text, expected):
+    assert parse_slo(text) == expected
+
+
+def test_an_slo_names_the_metrics_field_it_reads():
+    assert parse_slo("p50_ttft_ms<=1").key == "median_ttft_ms"
+    assert parse_slo("p99_e2e_ms<=1").key == "p99_e2e_latency_ms"
+    assert str(parse_slo("p99_tpot_ms <= 40")) == "p99_tpot_ms<=40"
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "hint"),
+    [
+        ("p99_ttft_ms>=800", "cannot read the SLO 'p99_ttft_ms>=800'", "p99_ttft_ms<=800"),
+        ("p98_ttft_ms<=800", "unknown statistic 'p98' in the SLO 'p98_ttft_ms<=800'", "statistics: p50, p90"),
+        ("p99_ttfb_ms<=800", "unknown latency 'ttfb' in the SLO 'p99_ttfb_ms<=800'", "did you mean 'ttft'"),
+        ("p99_ttft_ms<=fast", "the SLO bound 'fast' is not a number", "STAT_METRIC_ms<=N"),
+        ("p99_ttft_ms<=-5", "the SLO bound must be a positive number of milliseconds, but got '-5'", "<=N"),
+        ("p99_ttft_ms<=inf", "the SLO bound must be a positive number of milliseconds, but got 'inf'", "<=N"),
+        ("", "cannot read the SLO ''", "e.g. --slo"),
+    ],
+)
+def test_a_bad_slo_is_a_spec_error_that_says_what_and_how(text, message, hint):
+    with pytest.raises(SpecError) as err:
+        parse_slo(text)
+    assert err.value.message == message
+    assert hint in err.value.render()
+
+
+def test_the_same_statistic_twice_is_refused():
+    with pytest.raises(SpecError, match="p99_ttft_ms twice"):
+        parse_slos(["p99_ttft_ms<=800", "p99_ttft<=900"])
+
+
+def _rec(ttft: float, latency: float, out: int = 11, ok: bool = True, start: float = 0.0) -> RequestRecord:
+    gaps = [(latency - ttft) / (out - 1)] * (out - 1) if out > 1 else []
+    return RequestRecord(success=ok, start=start, ttft=ttft, latency=latency, itl=gaps, output_len=out)
+
+
+def test_a_request_meets_an_slo_by_its_own_latencies():
+    ttft, tpot = parse_slo("p99_ttft_ms<=100"), parse_slo("p99_tpot_ms<=10")
+    assert request_meets(_rec(0.1, 0.2), [ttft, tpot])  # TTFT 100 ms, TPOT 10 ms: on the bounds
+    assert not request_meets(_rec(0.101, 0.2), [ttft])
+    assert not request_meets(_rec(0.05, 0.2), [tpot])  # TPOT 15 ms
+    assert request_meets(_rec(0.05, 0.2, out=1), [tpot])  # one token: no TPOT to miss
+    assert not request_meets(_rec(0.0, 0.0, ok=False), [ttft])
+
+
+def test_goodput_counts_requests_that_met_every_bound_over_the_run():
+    slos = parse_slos(["p99_ttft_ms<=100", "p99_e2e_ms<=1000"])
+    records = [_rec(0.05, 0.5, start=i * 0.1) for i in range(6)]
+    records += [_rec(0.2, 0.5, start=0.6), _rec(0.05, 1.5, start=0.7), _rec(0, 0, ok=False, start=0.8)]
+    m = compute_metrics(records, 2.0, requests=9, slos=slos)
+    assert m.slo is not None
+    assert m.slo.goodput == pytest.approx(6 / 2.0)
+    assert m.slo.attainment == pytest.approx(6 / 9)
+    by = {v.slo: v for v in m.slo.verdicts}
+    assert by["p99_ttft_ms<=100"].over == 1 and by["p99_e2e_ms<=1000"].over == 1
+    assert by["p99_ttft_ms<=100"].met is False  # p99 of eight TTFTs with one at 200 ms
+    assert by["p99_ttft_ms<=100"].value_ms == pytest.approx(m.p99_ttft_ms)
+    assert m.slo.met is False
+
+
+def test_no_slo_no_report():
+    assert compute_metrics([_rec(0.1, 0.2)], 1.0, requests=1).slo is None
+
+
+@pytest.mark.parametrize("stat", ["p50", "p90", "p99"])
+def test_a_certain_miss_is_never_wrong_whatever_the_rest_of_the_run_measures(stat):
+    """Once `certainly_missed` says so, the final percentile is over the bound even when every
+    request still to come is instant, and it says so within two requests of the share the
+    percentile allows over its bound."""
+    rng = random.Random(3)
+    slo = parse_slo(f"{stat}_ttft_ms<=100")
+    for planned in (7, 64, 100, 333):
+        needed = next(k for k in range(planned + 1) if slo.certainly_missed(k, planned))
+        values = sorted([0.0] * (planned - needed) + [rng.uniform(101, 500) for _ in range(needed)])
+        assert percentile(values, slo.quantile * 100) > 100
+        assert needed <= (1 - slo.quantile) * planned + 2
+    assert not parse_slo("mean_ttft_ms<=100").certainly_missed(10**6, 10)
+
+
+def test_the_served_ratio_is_one_while_the_server_keeps_up_and_drops_when_it_queues():
+    rng = random.Random(1)
+    starts, t = [], 0.0
+    for _ in range(400):
+        starts.append(t)
+        t += rng.expovariate(50.0)
+    keeps_up = [RequestRecord(success=True, start=s, ttft=0.01, latency=0.2) for s in starts]
+    assert served_ratio(keeps_up) == pytest.approx(1.0, abs=0.05)
+    # a server that completes one request every 1/30 s, whatever arrives (50 req/s offered)
+    queued, free = [], 0.0
+    for s in starts:
+        free = max(free, s) + 1 / 30
+        queued.append(RequestRecord(success=True, start=s, ttft=free - s - 0.01, latency=free - s))
+    assert served_ratio(queued) == pytest.approx(30 / 50, abs=0.06)
