@@ -70,7 +70,7 @@ from servetune.launch._rundir import (
     write_resolved,
     write_server_info_diff,
 )
-from servetune.launch._server import ServerHandle, start_server
+from servetune.launch._server import ServerHandle, check_launch, start_server
 
 __all__ = [
     "FailureClass",
@@ -79,6 +79,7 @@ __all__ = [
     "PortReservation",
     "ServerHandle",
     "ServerInfoDiff",
+    "check_launch",
     "classify_failure",
     "default_run_dir",
     "diff_server_info",

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from servetune.launch._options import LaunchOptions
 from servetune.launch._rundir import default_run_dir, redact_argv, redact_env, write_facts, write_resolved
-from servetune.launch._server import ServerHandle, start_server
+from servetune.launch._server import ServerHandle, check_launch, start_server
 
 
 class LogFollower:
@@ -71,6 +71,7 @@ def run_foreground(res: Any, options: LaunchOptions, *, follow_log: bool = True)
         follow_log: Copy the server log to stdout as it grows.
     """
     argv, env, requested = list(res.argv()), dict(res.env()), dict(res.requested())
+    check_launch(options)
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir("launch")
     run_dir.mkdir(parents=True, exist_ok=True)
     write_facts(run_dir, getattr(res, "facts", {}))

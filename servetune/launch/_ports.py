@@ -11,7 +11,9 @@ A port is ours when two things hold at once:
 Candidates are drawn at random (from the OS's entropy, so forked workers do not repeat each
 other) from ports below the kernel's ephemeral range, which outgoing connections never take.
 The reservation is held until the server has stopped, so the port is not handed out again
-while the server may still be bound to it.
+while the server may still be bound to it. Releasing it removes the lock file, while still holding
+the lock; so a launcher that opened the file before the removal finds, once it holds the lock,
+that the path no longer names its file, and starts over on a fresh one.
 """
 
 from __future__ import annotations
@@ -61,31 +63,59 @@ def _candidate_range() -> tuple[int, int]:
     return hi + 1, 65535
 
 
+def _names_file(path: Path, fd: int) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
 class PortReservation:
     """An exclusive claim on one port among servetune launchers; release it after the server stops."""
 
-    def __init__(self, port: int, fd: int) -> None:
+    def __init__(self, port: int, fd: int, path: Path | None = None) -> None:
         self.port = port
         self._fd: int | None = fd
+        self._path = path
 
     @classmethod
     def try_acquire(cls, port: int) -> PortReservation | None:
         """The reservation, or None when another launcher (thread or process) holds it."""
-        fd = os.open(_lock_dir() / f"{port}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return None
-            raise
-        return cls(port, fd)
+        path = _lock_dir() / f"{port}.lock"
+        for _ in range(10):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    return None
+                raise
+            if _names_file(path, fd):
+                return cls(port, fd, path)
+            os.close(fd)  # the holder released and removed it between our open and our lock
+        return None
 
     def release(self) -> None:
-        """Give the port back (idempotent)."""
+        """Give the port back and remove its lock file (idempotent)."""
         fd, self._fd = self._fd, None
-        if fd is not None:
+        if fd is None:
+            return
+        try:
+            if self._path is not None and _names_file(self._path, fd):
+                self._path.unlink()
+        except OSError:
+            pass
+        finally:
             os.close(fd)
+
+    @property
+    def lock_path(self) -> Path | None:
+        """The lock file (removed on release)."""
+        return self._path
 
     @property
     def held(self) -> bool:

@@ -18,6 +18,7 @@ __all__ = [
     "listener_pids",
     "pids_holding",
     "signal_group",
+    "start_ticks",
     "started_by",
 ]
 
@@ -30,6 +31,21 @@ def create_time(pid: int) -> float:
         return psutil.Process(pid).create_time()
     except psutil.Error:
         return time.time()
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, an
+    exact identity (a reused pid starts later); None when the process is gone or /proc does not tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    try:
+        # fields[0] is field 3 (state): a zombie has exited and is no longer a server
+        return None if fields[0] == "Z" else int(fields[19])
+    except (IndexError, ValueError):
+        return None
 
 
 def started_by(pid: int, when: float) -> bool:

@@ -1,7 +1,7 @@
 """The servers this process started and still runs: stopped at exit, on SIGTERM/SIGHUP, never by a fork.
 
-Also `reap_orphan_server`: a server whose parent died by SIGKILL (its group outlives it) is
-found again from its run directory, by id, and killed.
+Also `reap_orphan_server`: a server whose parent died by SIGKILL and whose guard could not stop it
+is found again from its run directory, by its recorded identity, and killed.
 """
 
 from __future__ import annotations
@@ -81,9 +81,8 @@ def install_signal_handlers() -> None:
 
     Only replaces default handlers and only from the main thread; a forked child (e.g. a
     multiprocessing worker) that inherits them gets the default action. Ctrl-C (SIGINT) already
-    raises KeyboardInterrupt. Together with the `atexit` hook, nothing started is left behind,
-    except after SIGKILL of this process (then the server's group outlives it; its pid is in
-    the run directory's `server.pid`, and `reap_orphan_server` ends it).
+    raises KeyboardInterrupt. Together with the `atexit` hook, nothing started is left behind;
+    after SIGKILL of this process, each server's guard (`_guard.py`) stops its group.
     """
     global _HANDLERS_INSTALLED
     if _HANDLERS_INSTALLED or threading.current_thread() is not threading.main_thread():
@@ -102,13 +101,20 @@ os.register_at_fork(after_in_child=_forget_servers_in_child)
 def reap_orphan_server(run_dir: Path) -> int | None:
     """Kill the server a dead parent left running (its group keeps the GPU and the port).
 
-    Only a process whose pid is in `run_dir/server.pid`, leads its own process group (the
-    launcher starts servers in a new session) and was started with the `--port` of
-    `run_dir/argv.txt` is ours; its group gets SIGKILL.
+    The guard normally stops such a server within seconds; this is for one whose guard could not
+    (killed too) or that was started before servers had one. Only a server whose identity matches
+    `run_dir/server.json` (pid, start time, process group) is ours. A run directory without
+    `server.json` falls back to `server.pid`: that process must lead its own process group and
+    run with the `--port` of `run_dir/argv.txt`. Its group gets SIGKILL.
 
     Returns:
         The pid whose group was killed, or None when nothing of ours was running.
     """
+    from servetune.launch._record import read_server_record, stop_recorded_server
+
+    if read_server_record(run_dir) is not None:
+        found = stop_recorded_server(run_dir, grace_s=0.0)
+        return found.record.pid if found is not None else None
     import psutil
 
     try:

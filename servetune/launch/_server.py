@@ -24,9 +24,11 @@ from servetune.launch._identity import identity_problems
 from servetune.launch._options import LaunchOptions, argv_value, check_command, strip_host_port
 from servetune.launch._ports import PortReservation, reserve_launch_port
 from servetune.launch._proc import any_running, create_time, descendants, group_alive, signal_group
+from servetune.launch._record import SERVER_ID_ENV, new_server_id, write_server_record
 from servetune.launch._rundir import default_run_dir, write_argv, write_env, write_json, write_server_info_diff
+from servetune.launch._spawn import spawn_guarded
 
-__all__ = ["ServerHandle", "start_server"]
+__all__ = ["ServerHandle", "check_launch", "start_server"]
 
 log = logging.getLogger("servetune.launch")
 
@@ -41,6 +43,7 @@ class ServerHandle:
         self,
         proc: subprocess.Popen,
         *,
+        pid: int | None = None,
         reservation: PortReservation | None,
         host: str,
         port: int,
@@ -50,8 +53,8 @@ class ServerHandle:
         headers: dict[str, str],
     ) -> None:
         self.proc = proc
-        self.pid = proc.pid
-        self.pgid = proc.pid
+        self.pid = proc.pid if pid is None else pid
+        self.pgid = self.pid
         self.host = host
         self.port = port
         self.run_dir = run_dir
@@ -66,7 +69,7 @@ class ServerHandle:
         self._stop_lock = threading.RLock()
         self._stopped = False
         self._gpu_baseline: dict[int, float] | None = None
-        self._create_time = create_time(proc.pid)
+        self._create_time = create_time(self.pid)
 
     def __repr__(self) -> str:
         return f"ServerHandle(pid={self.pid}, url={self.url!r}, run_dir={str(self.run_dir)!r})"
@@ -225,7 +228,11 @@ class ServerHandle:
                 if self.proc.poll() is None or group_alive(self.pgid):
                     log.info("server group %d did not exit within %.1f s of SIGTERM; sending SIGKILL", self.pgid, grace)
                     signal_group(self.pgid, signal.SIGKILL)
-            self.proc.wait()
+            try:
+                self.proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()  # our guard (or the server itself), never anything else
+                self.proc.wait()
             for child in children:
                 try:
                     if child.is_running():
@@ -250,6 +257,19 @@ class ServerHandle:
                 timeout_s=self.options.gpu_release_timeout_s,
             )
         return self.proc.returncode
+
+
+def check_launch(options: LaunchOptions) -> None:
+    """Refuse, before anything is created, a launch that cannot start: a command prefix that cannot
+    run, or an explicit port that is reserved or in use. Call it before making a run directory.
+
+    Raises:
+        LaunchError: `bad_command` or `port_in_use`, as `start_server` would.
+    """
+    check_command(options.command_prefix())
+    if options.port is not None:
+        reservation, _ = reserve_launch_port(options.host, options.port)
+        reservation.release()
 
 
 def start_server(
@@ -280,10 +300,14 @@ def start_server(
     env = dict(env or {})
     requested = dict(requested or {})
     prefix = options.command_prefix()
-    check_command(prefix)
-    run_dir = Path(options.run_dir) if options.run_dir else default_run_dir("launch")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    check_command(prefix)  # before anything is created: a refused launch leaves no run directory
     reservation, port = reserve_launch_port(options.host, options.port)
+    try:
+        run_dir = Path(options.run_dir) if options.run_dir else default_run_dir("launch")
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        reservation.release()
+        raise
     full = [*prefix, *strip_host_port(argv), "--host", options.host, "--port", str(port)]
     server_env = {**env, **options.extra_env}
     if options.cuda_visible_devices is not None:
@@ -298,17 +322,13 @@ def start_server(
         from servetune.launch._gpu import gpu_memory_used_mib
 
         gpu_baseline = gpu_memory_used_mib(visible_gpu_indices(options.cuda_visible_devices))
+    server_id = new_server_id()
+    started_at = time.time()
     t0 = time.monotonic()
     try:
         with open(log_path, "ab") as log_fh:
-            proc = subprocess.Popen(
-                full,
-                stdin=subprocess.DEVNULL,
-                stdout=log_fh,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **server_env},
-                start_new_session=True,
-                close_fds=True,
+            proc, pid = spawn_guarded(
+                full, {**os.environ, **server_env, SERVER_ID_ENV: server_id}, log_fh, lock_path=reservation.lock_path
             )
     except OSError as exc:
         reservation.release()
@@ -317,9 +337,12 @@ def start_server(
             failure="bad_command",
             help=FAILURE_HELP["bad_command"],
         ) from None
-    (run_dir / "server.pid").write_text(f"{proc.pid}\n")
+    except BaseException:
+        reservation.release()
+        raise
     handle = ServerHandle(
         proc,
+        pid=pid,
         reservation=reservation,
         host=options.host,
         port=port,
@@ -332,6 +355,17 @@ def start_server(
     _registry.track(handle)
     _registry.install_signal_handlers()
     try:
+        write_server_record(
+            run_dir,
+            server_id=server_id,
+            pid=pid,
+            guard_pid=proc.pid,
+            host=options.host,
+            port=port,
+            argv=full,
+            model=argv_value(full, "--model-path"),
+            started_at=started_at,
+        )
         handle.wait_ready(options.startup_timeout_s)
         handle.read_server_info(requested)
         if options.check_identity:
