@@ -121,7 +121,7 @@ def test_ctrl_c_of_servetune_launch_stops_the_server_and_exits_130(tmp_path):
 
 
 def test_servetune_launch_on_a_busy_port_is_a_clear_error(tmp_path):
-    """A port already in use: exit 1, an `error[launch]` message, no traceback."""
+    """A port already in use: exit 1, an `error[launch]` message, no traceback, no run directory."""
     _resolver_ready()
     import socket
 
@@ -152,6 +152,7 @@ def test_servetune_launch_on_a_busy_port_is_a_clear_error(tmp_path):
         )
     assert out.returncode == 1 and "error[launch]" in out.stderr and "already in use" in out.stderr
     assert "Traceback" not in out.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_an_orphan_server_is_reaped_by_its_run_directory(make_options):
