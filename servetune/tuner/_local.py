@@ -38,7 +38,7 @@ UNKNOWN = object()
 
 REPORTED_AS: dict[str, tuple[str, ...]] = {
     # SGLang 0.5.17 on the H200 reported max_running_requests None (auto) and the scheduler's
-    # figure under this key (docs/h200/launch8b/server_info.json)
+    # figure under this key (tests/fixtures/h200/launch8b/server_info.json)
     "max_running_requests": ("effective_max_running_requests_per_dp",),
 }
 """Fields SGLang reports under another /server_info key once resolved."""

@@ -84,10 +84,10 @@ def test_propose_skips_what_was_tried_and_ends_when_all_were():
 
 
 def test_effective_params_from_a_real_sglang_server_info():
-    """SGLang 0.5.17's /server_info from the H200 (docs/h200/launch8b): max_running_requests is
+    """SGLang 0.5.17's /server_info from the H200 (tests/fixtures/h200/launch8b): max_running_requests is
     None at the top level and the scheduler's figure sits under another key; the decode graph
     width is not reported, which the shipped spaces cover with a null (auto) choice."""
-    info = json.loads((REPO / "docs/h200/launch8b/server_info.json").read_text())
+    info = json.loads((REPO / "tests/fixtures/h200/launch8b/server_info.json").read_text())
     space = {
         "max_running_requests": _int(32, 1024, log=True),
         "mem_fraction_static": _float(0.70, 0.92, step=0.01),
