@@ -173,10 +173,9 @@ class Metrics(BaseModel):
     errors: list[str] = Field(default_factory=list)
     """Up to five distinct error messages of failed requests."""
     served_ratio: float | None = None
-    """Open-loop runs (`request_rate`): completions over arrivals in the same window, from the end
-    of the first tenth of the sending time to the last send. About 1 while the server keeps up
-    (every arrival completes a latency later, so the window's two ends cancel); below 1 when it
-    queues the load it cannot serve. None for closed-loop runs and partial ones."""
+    """Open-loop runs (`request_rate`): completions over arrivals while requests arrive, shifted by
+    the median latency (`served_ratio`). About 1 while the server keeps up; below 1 when it queues
+    the load it cannot serve. None for closed-loop runs, partial ones and runs too short to tell."""
     slo: SloReport | None = None
     """The run against the `--slo` bounds: verdicts, goodput (req/s that met every bound) and attainment."""
 
@@ -330,15 +329,21 @@ def steady_window(
 
 
 def served_ratio(records: Sequence[RequestRecord]) -> float | None:
-    """Completions over arrivals in the window from 10% of the sending time to the last send
-    (`Metrics.served_ratio`); None when the window holds no arrival."""
-    if not records:
+    """Completions over arrivals while requests arrive (`Metrics.served_ratio`): completions in
+    [a + L, b] over arrivals in [a, b - L], with [a, b] the sending time less its first tenth and
+    L the median latency, so a server that keeps up completes what arrived one latency earlier
+    and reads about 1. None when the window is shorter than a latency or holds no arrival."""
+    done = [r for r in records if r.success]
+    if not records or not done:
         return None
     first = min(r.start for r in records)
     last = max(r.start for r in records)
-    start = first + 0.1 * (last - first)
-    arrived = sum(1 for r in records if start <= r.start <= last)
-    served = sum(1 for r in records if r.success and start <= r.end <= last)
+    a = first + 0.1 * (last - first)
+    lag = percentile(sorted(r.latency for r in done), 50)
+    if last - lag <= a:
+        return None
+    arrived = sum(1 for r in records if a <= r.start <= last - lag)
+    served = sum(1 for r in done if a + lag <= r.end <= last)
     return served / arrived if arrived else None
 
 

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
-import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from servetune.cli._bench_view import print_metrics, progress
 from servetune.cli._options import ResolveOpts, resolve_options
-
-if TYPE_CHECKING:
-    from servetune.bench.metrics import Metrics
 
 _SERVER = "Server"
 _WORKLOAD = "Workload"
 _MANAGED = "Managed run (no --url)"
 _OUTPUT = "Output"
+_SLO = "SLO and capacity"
 
 
 @resolve_options(exclude=("model", "workload"))
@@ -78,6 +77,75 @@ def bench_command(
             rich_help_panel=_WORKLOAD,
         ),
     ] = False,
+    request_rate: Annotated[
+        Optional[float],
+        typer.Option(
+            "--request-rate",
+            min=0.001,
+            help="Poisson arrivals at this rate (req/s), open loop (no cap on requests in flight); "
+            "overrides the workload's rate and concurrency.",
+            rich_help_panel=_WORKLOAD,
+        ),
+    ] = None,
+    slo: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--slo",
+            help="Latency SLO STAT_METRIC_ms<=N (repeatable), STAT p50/p90/p95/p99/mean, METRIC ttft/tpot/itl/e2e, "
+            "e.g. --slo p99_ttft_ms<=1000 --slo p99_tpot_ms<=50: the run reports the verdicts and goodput.",
+            rich_help_panel=_SLO,
+        ),
+    ] = None,
+    capacity: Annotated[
+        bool,
+        typer.Option(
+            "--capacity",
+            help="Find the highest Poisson rate at which every --slo holds, on one server (no relaunch): "
+            "bracket, then bisect to --resolution.",
+            rich_help_panel=_SLO,
+        ),
+    ] = False,
+    start_rate: Annotated[
+        Optional[float],
+        typer.Option(
+            "--start-rate",
+            min=0.001,
+            help="First rate of the capacity search (req/s; default 4).",
+            rich_help_panel=_SLO,
+        ),
+    ] = None,
+    resolution: Annotated[
+        float,
+        typer.Option(
+            "--resolution",
+            min=0.01,
+            max=1.0,
+            help="Capacity resolution: stop when the highest met and lowest missed rates are this close (relative).",
+            rich_help_panel=_SLO,
+        ),
+    ] = 0.1,
+    step_seconds: Annotated[
+        float,
+        typer.Option(
+            "--step-seconds",
+            min=0.5,
+            help="Seconds of arrivals per capacity step (requests = rate x this, at least --step-requests).",
+            rich_help_panel=_SLO,
+        ),
+    ] = 20.0,
+    step_requests: Annotated[
+        int, typer.Option("--step-requests", min=8, help="Requests per capacity step at least.", rich_help_panel=_SLO)
+    ] = 64,
+    reference_rate: Annotated[
+        Optional[float],
+        typer.Option(
+            "--reference-rate",
+            min=0.001,
+            help="Runaway guard for a managed run: the throughput you expect (req/s); a run five times slower is "
+            "stopped within its first wave and reported as too_slow.",
+            rich_help_panel=_MANAGED,
+        ),
+    ] = None,
     sglang_cmd: Annotated[
         Optional[str],
         typer.Option(
@@ -98,17 +166,38 @@ def bench_command(
         ),
     ] = False,
 ) -> None:
-    """Benchmark a workload: throughput (req/s, tok/s) and TTFT/TPOT/ITL/E2E percentiles."""
+    """Benchmark a workload: throughput (req/s, tok/s), TTFT/TPOT/ITL/E2E percentiles; with --slo, the
+    verdicts and goodput; with --capacity, the highest rate at which every SLO holds."""
+    from servetune.bench.slo import parse_slos
     from servetune.bench.workloads import load_workload
     from servetune.errors import SpecError
 
     spec = load_workload(workload)
+    slos = parse_slos(slo or [])
     if url is None and model is None:
         raise SpecError(
             "`servetune bench` needs --url (a running server) or --model (to launch one)",
             help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`",
         )
+    if capacity and not slos:
+        raise SpecError("--capacity needs at least one --slo", help="e.g. --capacity --slo p99_ttft_ms<=1000")
+    if capacity and (cross_check or request_rate is not None):
+        raise SpecError("--capacity chooses its own rates: drop --request-rate and --cross-check")
+    if request_rate is not None:
+        spec = spec.model_copy(update={"request_rate": request_rate, "max_concurrency": None})
     opts.model = model
+    run = _Run(spec, requests, client, sglang_cmd, run_dir, as_json, slos)
+    if capacity:
+        from servetune.runner import CapacitySearch
+
+        search = CapacitySearch(
+            start_rate=start_rate or spec.request_rate or 4.0,
+            resolution=resolution,
+            step_s=step_seconds,
+            min_requests=step_requests,
+        )
+        _capacity(run, opts, url, model, search)
+        return
     if cross_check:
         if url is not None:
             _cross_check(url, spec, requests, run_dir, model, as_json)
@@ -125,41 +214,117 @@ def bench_command(
     if url is not None:
         from servetune.bench import run_benchmark
 
-        with _progress(spec, requests, enabled=not as_json) as on_progress:
+        with progress(spec, requests, enabled=not as_json) as on_progress:
             metrics = run_benchmark(
-                url, spec, requests=requests, run_dir=run_dir, client=client, model=model, on_progress=on_progress
+                url,
+                spec,
+                requests=requests,
+                run_dir=run_dir,
+                client=client,
+                model=model,
+                on_progress=on_progress,
+                slos=slos,
             )
-        _print_metrics(metrics, as_json)
+        print_metrics(metrics, as_json)
         return
-    _managed(spec, opts, requests, client, sglang_cmd, run_dir, as_json)
+    _managed(run, opts, reference_rate)
 
 
-def _managed(spec, opts: ResolveOpts, requests, client, sglang_cmd, run_dir, as_json) -> None:
-    from servetune.bench import choose_client
+@dataclass(frozen=True)
+class _Run:
+    """The bench options every mode shares."""
+
+    spec: Any
+    requests: int | None
+    client: str
+    sglang_cmd: str | None
+    run_dir: Path | None
+    as_json: bool
+    slos: tuple
+
+
+def _raise_failure(failure, run_dir) -> None:
     from servetune.errors import LaunchError, ServetuneError
-    from servetune.launch import LaunchOptions, default_run_dir
-    from servetune.runner import SglangRunner
 
-    choose_client(client, spec)  # a bad --client fails here, before a server is started for nothing
-    resolution = opts.context(workload=spec).resolve()
-    runner = SglangRunner(LaunchOptions(sglang_cmd=sglang_cmd), client=client)
-    with _progress(spec, requests, enabled=not as_json) as on_progress:
-        result = runner.measure(
-            resolution, spec, run_dir=run_dir or default_run_dir("run"), requests=requests, on_progress=on_progress
-        )
-    failure = result.failure
-    notes = [f"run directory: {result.run_dir}"]
-    if failure is not None and failure.cls == "error":
+    notes = [f"run directory: {run_dir}"]
+    if failure.cls == "error":
         raise ServetuneError(failure.message, notes=[*notes, *filter(None, [failure.log_tail])])
-    if failure is not None:
-        raise LaunchError(
-            failure.message or f"the managed run failed ({failure.cls})",
-            failure=failure.cls,
-            log_tail=failure.log_tail,
-            exit_code=failure.exit_code,
-            notes=notes,
+    raise LaunchError(
+        failure.message or f"the managed run failed ({failure.cls})",
+        failure=failure.cls,
+        log_tail=failure.log_tail,
+        exit_code=failure.exit_code,
+        notes=notes,
+    )
+
+
+def _capacity(run: _Run, opts: ResolveOpts, url: str | None, model: str | None, search) -> None:
+    from servetune.cli._bench_view import capacity_json, plot_capacity, print_capacity, print_step
+
+    on_step = None if run.as_json else print_step
+    if url is not None:
+        from servetune.bench import run_benchmark
+        from servetune.bench.capacity import find_capacity
+        from servetune.runner import step_workload
+
+        def step(rate: float, count: int, should_stop) -> Any:
+            wl = step_workload(run.spec, rate, count, search.warmup_requests)
+            return run_benchmark(url, wl, requests=count, client="builtin", model=model, slos=run.slos,
+                                 should_stop=should_stop)  # fmt: skip
+
+        cap = find_capacity(step, run.slos, on_step=on_step, **search.settings())
+        run_dir, extra = run.run_dir, {}
+    else:
+        from servetune.launch import LaunchOptions, default_run_dir
+        from servetune.runner import SglangRunner, measure_capacity
+
+        runner = SglangRunner(LaunchOptions(sglang_cmd=run.sglang_cmd), client="builtin")
+        run_dir = run.run_dir or default_run_dir("capacity")
+        result = measure_capacity(
+            runner, opts.context(workload=run.spec).resolve(), run.spec, run.slos, run_dir=run_dir, search=search,
+            on_step=on_step,
+        )  # fmt: skip
+        if result.capacity is None:
+            _raise_failure(result.failure, result.run_dir)
+        cap = result.capacity
+        extra = {"timings": result.timings.model_dump(mode="json"), "failure": None}
+        if result.failure is not None:
+            extra["failure"] = result.failure.model_dump(mode="json")
+    plot = plot_capacity(cap, Path(run_dir) / "capacity.png") if run_dir is not None else None
+    if run.as_json:
+        typer.echo(json.dumps(capacity_json(cap, run_dir, plot, extra), indent=2))
+        return
+    print_capacity(cap, run_dir, plot)
+
+
+def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None:
+    from servetune.bench import choose_client
+    from servetune.launch import LaunchOptions, default_run_dir
+    from servetune.runner import RunawayGuard, SglangRunner
+
+    spec = run.spec
+    choose_client(run.client, spec)  # a bad --client fails here, before a server is started for nothing
+    resolution = opts.context(workload=spec).resolve()
+    runner = SglangRunner(LaunchOptions(sglang_cmd=run.sglang_cmd), client=run.client)
+    count = run.requests or spec.requests
+    guard = (
+        RunawayGuard.from_rate(reference_rate, requests=count, concurrency=spec.max_concurrency)
+        if reference_rate
+        else None
+    )
+    with progress(spec, run.requests, enabled=not run.as_json) as on_progress:
+        result = runner.measure(
+            resolution,
+            spec,
+            run_dir=run.run_dir or default_run_dir("run"),
+            requests=run.requests,
+            on_progress=on_progress,
+            guard=guard,
+            slos=run.slos,
         )
-    if as_json:
+    if result.failure is not None:
+        _raise_failure(result.failure, result.run_dir)
+    if run.as_json:
         payload = {
             "metrics": result.metrics.model_dump(mode="json"),
             "run_dir": str(result.run_dir),
@@ -167,7 +332,7 @@ def _managed(spec, opts: ResolveOpts, requests, client, sglang_cmd, run_dir, as_
         }
         typer.echo(json.dumps(payload, indent=2))
         return
-    _print_metrics(result.metrics, False)
+    print_metrics(result.metrics, False)
     timings = result.timings
     typer.echo(
         f"server       start-up {timings.startup_s:.1f} s, stop {timings.stop_s:.1f} s; files in {result.run_dir}"
@@ -188,79 +353,6 @@ def _cross_check(url, spec, requests, run_dir, model, as_json) -> None:
         )
     worst, value = result.worst()
     typer.echo(f"largest difference: {worst} {value:+.1%}")
-
-
-class _progress:
-    """A rich progress bar on stderr for interactive runs; a no-op callback otherwise."""
-
-    def __init__(self, spec, requests: int | None, *, enabled: bool) -> None:
-        self.total = requests or spec.requests
-        self.enabled = enabled and sys.stderr.isatty()
-        self.bar = None
-
-    def __enter__(self):
-        if not self.enabled:
-            return None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("bench"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self.bar.start()
-        task = self.bar.add_task("bench", total=self.total, rate="")
-
-        def on_progress(done: int, total: int, partial: Metrics) -> None:
-            self.bar.update(task, completed=done, total=total, rate=f"{partial.request_throughput:.2f} req/s")
-
-        return on_progress
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def _print_metrics(metrics: Metrics, as_json: bool) -> None:
-    if as_json:
-        typer.echo(metrics.model_dump_json(indent=2))
-        return
-    m = metrics
-    shape = f"{m.max_concurrency} in flight" if m.max_concurrency else "unbounded concurrency"
-    if m.request_rate:
-        shape += f", {m.request_rate:g} req/s Poisson"
-    lines = [
-        f"workload     {m.workload}  ({m.client} client, {m.url}, model {m.model})",
-        f"requests     {m.requests} planned, {m.completed} completed, {m.failed} failed  "
-        f"({shape}, warmup {m.warmup_requests})" + ("  STOPPED EARLY" if m.stopped_early else ""),
-        f"duration     {m.duration_s:.2f} s",
-        f"throughput   {m.request_throughput:.2f} req/s   output {m.output_throughput:.0f} tok/s   "
-        f"input {m.input_throughput:.0f} tok/s"
-        f"   (input tokens counted by the {m.input_tokens_source})",
-    ]
-    if m.steady is not None:
-        s = m.steady
-        lines.append(
-            f"steady       {s.request_throughput:.2f} req/s   output {s.output_throughput:.0f} tok/s   "
-            f"({s.completed} completions in {s.end_s - s.start_s:.2f} s; first/last {s.trim:.0%} left out)"
-        )
-    lines.append(f"{'':<12} {'mean':>10} {'median':>10} {'p90':>10} {'p99':>10}")
-    for label, key in (("TTFT ms", "ttft"), ("TPOT ms", "tpot"), ("ITL ms", "itl"), ("E2E ms", "e2e_latency")):
-        values = [getattr(m, f"{stat}_{key}_ms") for stat in ("mean", "median", "p90", "p99")]
-        lines.append(f"{label:<12} " + " ".join(f"{v:>10.1f}" for v in values))
-    if m.client_prep_s is not None:
-        prep = f"client prep  {m.client_prep_s:.2f} s"
-        if m.images_sent and m.client == "builtin" and m.client_prep_s > 0:
-            prep += f" for {m.images_sent} images and their requests ({m.images_sent / m.client_prep_s:.0f} requests/s)"
-        lines.append(prep)
-    for error in m.errors:
-        lines.append(f"error        {error}")
-    typer.echo("\n".join(lines))
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,9 @@ processes, with the stand-in server in SGLang's place).
 
 A measurement's run directory holds facts.yaml, resolved.yaml, argv.txt, env.json, server.log,
 server.pid, server_info.json, server_info_diff.json, metrics.json and result.json.
+`measure_capacity` launches once and runs a capacity search's steps against the server
+(`servetune.bench.capacity`); a `RunawayGuard` stops a run that misses its deadlines (`too_slow`).
+
 `WATCHED_FIELDS` names the tuning fields whose `/server_info` value is recorded when servetune
 left them to SGLang (the launcher itself knows no tuning fields).
 """
@@ -22,18 +25,25 @@ left them to SGLang (the launcher itself knows no tuning fields).
 from __future__ import annotations
 
 from servetune.runner._base import BaseRunner, BaseServer, Failure, Measurement, OnProgress, RunTimings, ShouldStop
+from servetune.runner._capacity import CapacitySearch, measure_capacity, step_workload
+from servetune.runner._guard import RUNAWAY_FACTOR, RunawayGuard
 from servetune.runner._sglang import MANAGED_STOP_GRACE_S, WATCHED_FIELDS, SglangRunner, SglangServer
 
 __all__ = [
     "MANAGED_STOP_GRACE_S",
+    "RUNAWAY_FACTOR",
     "WATCHED_FIELDS",
     "BaseRunner",
     "BaseServer",
+    "CapacitySearch",
     "Failure",
     "Measurement",
     "OnProgress",
     "RunTimings",
+    "RunawayGuard",
     "ShouldStop",
     "SglangRunner",
     "SglangServer",
+    "measure_capacity",
+    "step_workload",
 ]

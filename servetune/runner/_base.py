@@ -23,7 +23,9 @@ from pydantic import BaseModel, ConfigDict
 from servetune.errors import BenchError, LaunchError, ServetuneError
 
 if TYPE_CHECKING:
+    from servetune.bench.slo import LatencySlo
     from servetune.context import Resolution
+    from servetune.runner._guard import RunawayGuard
     from servetune.schema.workload import Workload
 
 __all__ = ["BaseRunner", "BaseServer", "Failure", "Measurement", "RunTimings", "ShouldStop", "OnProgress"]
@@ -85,11 +87,13 @@ class Measurement(BaseModel):
     """The run directory (server.log, argv.txt, env.json, metrics.json, result.json)."""
     url: str | None = None
     """The server's base URL while it ran."""
+    capacity: Any = None
+    """A capacity measurement's result (`servetune.bench.capacity.Capacity`), else None."""
 
     @property
     def ok(self) -> bool:
         """True when the benchmark produced metrics and the server stayed up throughout."""
-        return self.failure is None and self.metrics is not None
+        return self.failure is None and (self.metrics is not None or self.capacity is not None)
 
     @property
     def stopped_early(self) -> bool:
@@ -129,8 +133,9 @@ class BaseServer(ABC):
         run_dir: Path | None = None,
         on_progress: OnProgress | None = None,
         should_stop: ShouldStop | None = None,
+        slos: Sequence[LatencySlo] = (),
     ) -> Any:
-        """Drive `workload` against the server and return its metrics.
+        """Drive `workload` against the server and return its metrics (judged against `slos`).
 
         Raises:
             BenchError: The benchmark could not run (unreachable server, every request failed).
@@ -192,8 +197,13 @@ class BaseRunner(ABC):
         gpus: Sequence[str] | None = None,
         on_progress: OnProgress | None = None,
         should_stop: ShouldStop | None = None,
+        guard: RunawayGuard | None = None,
+        slos: Sequence[LatencySlo] = (),
     ) -> Measurement:
         """Start, benchmark once, stop; failures are data (`Measurement.failure`).
+
+        `guard` stops a run that misses its deadlines (`too_slow`, partial metrics kept); `slos`
+        are judged on the run (`Metrics.slo`: verdicts, goodput).
 
         A server that dies during the benchmark is `oom` when its log shows an out-of-memory
         marker, else `crash`; a benchmark error with the server alive is `bench_error`; a
@@ -220,7 +230,9 @@ class BaseRunner(ABC):
             return self._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
         timings.startup_s = server.startup_s
         try:
-            metrics, failure = self._bench(server, workload, requests, run_dir, on_progress, should_stop, timings)
+            metrics, failure = self._bench(
+                server, workload, requests, run_dir, on_progress, should_stop, timings, guard=guard, slos=slos
+            )
         finally:
             server.stop()
             timings.stop_s = server.stop_s
@@ -245,7 +257,14 @@ class BaseRunner(ABC):
         on_progress: OnProgress | None,
         should_stop: ShouldStop | None,
         timings: RunTimings,
+        *,
+        guard: RunawayGuard | None = None,
+        slos: Sequence[LatencySlo] = (),
     ) -> tuple[Any, Failure | None]:
+        """Run one benchmark on a started server; (metrics, None) or (partial metrics or None, failure)."""
+        if guard is not None:
+            should_stop = guard.wrap(should_stop)
+
         def stop_now(done: int, partial: Any) -> bool:
             return not server.alive or bool(should_stop(done, partial))
 
@@ -259,6 +278,7 @@ class BaseRunner(ABC):
                 run_dir=run_dir,
                 on_progress=on_progress,
                 should_stop=stop_now if should_stop is not None else None,
+                **({"slos": tuple(slos)} if slos else {}),
             )
         except BenchError as exc:
             bench_error = exc
@@ -279,6 +299,8 @@ class BaseRunner(ABC):
             return None, Failure(
                 cls="bench_error", stage="bench", message=bench_error.message, log_tail=server.log_tail()
             )
+        if guard is not None and guard.fired:
+            return metrics, Failure(cls="too_slow", stage="bench", message=guard.reason)
         return metrics, None
 
     def _finish(self, result: Measurement) -> Measurement:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from servetune.runner._base import BaseRunner, BaseServer, OnProgress, ShouldStop
 
 if TYPE_CHECKING:
+    from servetune.bench.slo import LatencySlo
     from servetune.context import Resolution
     from servetune.launch import LaunchOptions, ServerHandle
     from servetune.schema.workload import Workload
@@ -67,6 +68,7 @@ class SglangServer(BaseServer):
         run_dir: Path | None = None,
         on_progress: OnProgress | None = None,
         should_stop: ShouldStop | None = None,
+        slos: Sequence[LatencySlo] = (),
     ) -> Any:
         from servetune.bench import run_benchmark
 
@@ -79,6 +81,7 @@ class SglangServer(BaseServer):
             model=self.model,
             on_progress=on_progress,
             should_stop=should_stop,
+            slos=slos,
         )
 
     def stop(self) -> None:
