@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     if why != "exited":
         _stop_group(child, args.grace)
     code = child.wait()
-    if why == "orphaned" and args.lock:
+    if args.lock and _parent_gone(args.parent):
         _remove_lock(args.lock)
     _exit_like(code)
 

@@ -123,6 +123,19 @@ class PortReservation:
         return self._fd is not None
 
 
+def remove_stale_lock(port: int) -> bool:
+    """Remove the lock file of `port` if no launcher holds it (one killed while holding it leaves it).
+
+    Returns:
+        Whether a lock file was removed.
+    """
+    res = PortReservation.try_acquire(port)
+    if res is None:
+        return False
+    res.release()
+    return True
+
+
 def reserve_free_port(host: str, attempts: int = 200) -> PortReservation:
     """Reserve a random port that no launcher holds and nothing listens on.
 

@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from servetune.launch._ports import remove_stale_lock
 from servetune.launch._proc import create_time, start_ticks
 
 __all__ = [
@@ -262,9 +263,8 @@ def stop_recorded_server(run_dir: Path, grace_s: float = 10.0) -> LiveServer | N
     _signal_server(found, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        now = live_server(run_dir, found.record)
-        if now is None:
-            return found
+        if live_server(run_dir, found.record) is None:
+            break
         time.sleep(0.05)
     now = live_server(run_dir, found.record)
     if now is not None:
@@ -272,4 +272,6 @@ def stop_recorded_server(run_dir: Path, grace_s: float = 10.0) -> LiveServer | N
     deadline = time.monotonic() + 5.0
     while live_server(run_dir, found.record) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
+    if found.state == "orphan":
+        remove_stale_lock(found.record.port)
     return found
