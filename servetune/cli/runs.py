@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 if TYPE_CHECKING:
-    from servetune.launch._record import LiveServer
+    from servetune.launch import LiveServer
 
 RunsDirOpt = Annotated[
     Optional[Path],
@@ -23,7 +23,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def _runs_dir(runs_dir: Path | None) -> Path:
-    from servetune.launch._rundir import RUNS_DIR_ENV
+    from servetune.launch import RUNS_DIR_ENV
 
     return runs_dir if runs_dir is not None else Path(os.environ.get(RUNS_DIR_ENV, "runs"))
 
@@ -79,13 +79,12 @@ def _print_table(servers: list[LiveServer], root: Path) -> None:
 
 def _resolve_run(run: str, root: Path) -> Path:
     from servetune.errors import SpecError
-    from servetune.launch._record import RECORD_NAME
 
     for candidate in (Path(run), root / run):
-        if (candidate / RECORD_NAME).is_file():
+        if (candidate / "server.json").is_file():
             return candidate
     raise SpecError(
-        f"{run!r} is not a run directory with a recorded server (no {RECORD_NAME} there, nor under {root})",
+        f"{run!r} is not a run directory with a recorded server (no server.json there, nor under {root})",
         help="`servetune runs` lists the run directories whose server still runs",
     )
 
@@ -97,7 +96,7 @@ def register(app: typer.Typer) -> None:
     def runs(runs_dir: RunsDirOpt = None, as_json: JsonOpt = False) -> None:
         """List the servers servetune started that still run: pid, port, model, age, and whether the
         servetune that started it is gone (orphan)."""
-        from servetune.launch._record import find_servers
+        from servetune.launch import find_servers
 
         root = _runs_dir(runs_dir)
         servers = find_servers(root) if root.is_dir() else []
@@ -123,7 +122,7 @@ def register(app: typer.Typer) -> None:
         """Stop servers servetune started: only a process group whose leader is the recorded one (pid,
         start time, group) is signalled: SIGTERM, then SIGKILL after --grace. Never by name or port."""
         from servetune.errors import ServetuneError, SpecError
-        from servetune.launch._record import find_servers, stop_recorded_server
+        from servetune.launch import find_servers, stop_recorded_server
 
         if (run is None) == (not all_orphans):
             raise SpecError(

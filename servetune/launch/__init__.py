@@ -19,9 +19,12 @@ API (stable for `servetune launch`, `servetune bench`, the runner and the tuner)
   (None = a free port), start-up timeout, stop grace, run_dir, CUDA_VISIBLE_DEVICES, extra env,
   and `watched_fields`: fields not requested whose `/server_info` value the diff records as
   `resolved` (the caller names them; the runner passes `servetune.runner.WATCHED_FIELDS`).
+- `check_launch(options)` (`_server`): refuses a command that cannot run or an explicit port in
+  use, before anything is created (`start_server` does the same before making its run directory).
 - `start_server(argv, env, requested, options) -> ServerHandle` (`_server`): starts the command
-  in its own process group (`start_new_session=True`, an argv list, never a shell), logs to
-  `run_dir/server.log`, writes `argv.txt`, `env.json` and `server.pid`, polls
+  under its guard (`_spawn`, `_guard`) in its own process group (a new session, an argv list,
+  never a shell), logs to `run_dir/server.log`, writes `argv.txt`, `env.json`, `server.pid` and
+  `server.json` (the identity: pid, group, start time, port, model, the starting servetune), polls
   `/health_generate` until 200 (failing fast when the process exits), then reads `/server_info`,
   checks that the answering server is ours (`_identity`: nothing listened on the port before;
   the process is alive; the port's listener, from /proc, and any reported pid are in our process
@@ -34,12 +37,20 @@ API (stable for `servetune launch`, `servetune bench`, the runner and the tuner)
   .stop_s .alive .exit_code`, `.check_alive()`, `.failure()`, `.log_tail()`, `.get_json(path)`,
   `.stop()` (idempotent: SIGTERM to our group only, grace, SIGKILL, reap, release the port,
   then wait for NVML to show GPU memory released).
+- No server outlives servetune: the guard (`_guard.py`, stdlib only, run by path) is the server's
+  parent; it gives the server PDEATHSIG (set by the single-threaded guard, so it does not fire when
+  a servetune worker thread exits) and, when servetune dies by any signal, stops the server's
+  group (SIGTERM, 3 s, SIGKILL) and removes the port's lock file. It exits as the server did.
 - Live servers (`_registry`): stopped at exit; SIGTERM and SIGHUP of the parent unwind through
   them (`install_signal_handlers`); a forked child forgets its parent's.
-  `reap_orphan_server(run_dir)` kills, by the pid in `server.pid`, a server whose parent died by
-  SIGKILL (the tuner calls it for a lost worker's trial).
+  `reap_orphan_server(run_dir)` kills a server of `run_dir` whose parent died by SIGKILL and whose
+  guard could not stop it (the tuner calls it for a lost worker's trial).
+- Recorded servers (`_record`): `find_servers(root)` (live servers under a runs directory, each
+  `running` or `orphan`), `live_server(run_dir)`, `stop_recorded_server(run_dir, grace_s)`; a
+  process is ours only if it matches `server.json` (`servetune runs` / `servetune stop`).
 - `classify_failure(exit_code, log_text)` (`_failures`): the failure class from exit status and log markers.
-- Ports (`_ports`): `reserve_free_port(host)` (flock reservation + bind check).
+- Ports (`_ports`): `reserve_free_port(host)` (flock reservation + bind check; the lock file is
+  removed on release).
 - Run directories (`_rundir`): `new_run_dir(base, kind)`, `default_run_dir(kind)` (under
   `$SERVETUNE_RUNS_DIR`, default `./runs`), `write_facts`, `write_resolved`, `write_argv`,
   `write_env`, `write_metrics`, `write_server_info_diff`, `write_json`; `redact_argv` /
@@ -56,8 +67,17 @@ from servetune.launch._failures import FailureClass, classify_failure, read_tail
 from servetune.launch._gpu import gpu_memory_used_mib, wait_gpu_memory_released
 from servetune.launch._options import LaunchOptions
 from servetune.launch._ports import PortReservation, port_is_free, reserve_free_port
+from servetune.launch._record import (
+    LiveServer,
+    ServerRecord,
+    find_servers,
+    live_server,
+    read_server_record,
+    stop_recorded_server,
+)
 from servetune.launch._registry import install_signal_handlers, reap_orphan_server
 from servetune.launch._rundir import (
+    RUNS_DIR_ENV,
     default_run_dir,
     new_run_dir,
     redact_argv,
@@ -73,26 +93,33 @@ from servetune.launch._rundir import (
 from servetune.launch._server import ServerHandle, check_launch, start_server
 
 __all__ = [
+    "RUNS_DIR_ENV",
     "FailureClass",
     "FieldDiff",
     "LaunchOptions",
+    "LiveServer",
     "PortReservation",
     "ServerHandle",
     "ServerInfoDiff",
+    "ServerRecord",
     "check_launch",
     "classify_failure",
     "default_run_dir",
     "diff_server_info",
+    "find_servers",
     "gpu_memory_used_mib",
     "install_signal_handlers",
+    "live_server",
     "new_run_dir",
     "port_is_free",
+    "read_server_record",
     "read_tail",
     "reap_orphan_server",
     "redact_argv",
     "redact_env",
     "reserve_free_port",
     "start_server",
+    "stop_recorded_server",
     "wait_gpu_memory_released",
     "write_argv",
     "write_env",
