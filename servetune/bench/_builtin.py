@@ -73,6 +73,46 @@ class _Bodies:
                 nonce = hashlib.sha256(f"servetune-pool:{workload.seed}".encode()).digest()[:16]
             self.factory = ImageFactory(width, height, self.images.format, nonce=nonce)
         self.prep_s = 0.0
+        self.trace = None
+        if workload.trace is not None:
+            from servetune.bench.trace import load_trace
+
+            self.trace = load_trace(workload.trace.path, workload.trace.format)
+        self.warmup = warmup
+
+    def arrival_s(self, index: int) -> float | None:
+        """With `replay: recorded`, when measured request `index` is sent (seconds from the first);
+        a trace shorter than the run repeats, each pass one mean gap after the previous one."""
+        spec = self.workload.trace
+        if self.trace is None or spec is None or spec.replay != "recorded":
+            return None
+        n = len(self.trace)
+        times = [r.arrival_s or 0.0 for r in self.trace]
+        period = times[-1] - times[0] + ((times[-1] - times[0]) / (n - 1) if n > 1 else 1.0)
+
+        def at(k: int) -> float:
+            return (k // n) * period + times[k % n] - times[0]
+
+        return (at(self.warmup + index) - at(self.warmup)) / spec.time_scale
+
+    def _trace_body(self, index: int, warmup: bool) -> tuple[dict[str, Any], int, int, int]:
+        from servetune.bench.trace import image_data_url
+
+        entry = self.trace[index % len(self.trace)]
+        messages = json.loads(json.dumps(entry.messages))
+        if entry.images:
+            last = next((m for m in reversed(messages) if m.get("role") == "user"), messages[-1])
+            text = last.get("content")
+            parts = [{"type": "image_url", "image_url": {"url": image_data_url(i)}} for i in entry.images]
+            if isinstance(text, list):
+                parts += text
+            elif text:
+                parts.append({"type": "text", "text": text})
+            last["content"] = parts
+        wanted = entry.output_tokens or self.workload.output_tokens
+        max_tokens = min(wanted, WARMUP_OUTPUT_TOKENS) if warmup else wanted
+        payload = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
+        return payload, len(entry.images), max_tokens, max(1, round(entry.prompt_words * self.tokens_per_word))
 
     def _image_b64(self, index: int) -> bytes:
         if self.images.reuse == "pool":
@@ -89,6 +129,13 @@ class _Bodies:
     def build(self, index: int, warmup: bool) -> tuple[bytes, int, int, int]:
         """(body, images, expected output tokens, estimated prompt tokens) of request `index`."""
         started = time.perf_counter()
+        if self.trace is not None:
+            payload, count, max_tokens, estimate = self._trace_body(index, warmup)
+            payload.update(temperature=0.0, stream=True, stream_options={"include_usage": True}, ignore_eos=True)
+            body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            with self._lock:
+                self.prep_s += time.perf_counter() - started
+            return body, count, max_tokens, estimate
         text = make_prompt(self.workload.seed, index, max(1, round(self.input_lens[index] / self.tokens_per_word)))
         max_tokens = min(self.output_lens[index], WARMUP_OUTPUT_TOKENS) if warmup else self.output_lens[index]
         count = self.images.per_request if self.images is not None else 0
@@ -416,8 +463,11 @@ async def _measure(
     async def send_all() -> None:
         for index in range(requests):
             body, images, expected, estimate = await queue.get()
+            at = bodies.arrival_s(index)
+            if at is not None:  # a trace replayed at its recorded times
+                await asyncio.sleep(max(0.0, clock0 + at - time.perf_counter()))
             tasks.append(asyncio.create_task(one(body, images, expected, estimate)))
-            if workload.request_rate is not None and index < requests - 1:
+            if at is None and workload.request_rate is not None and index < requests - 1:
                 await asyncio.sleep(rng.expovariate(workload.request_rate))
 
     sender = asyncio.create_task(send_all())

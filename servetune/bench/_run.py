@@ -26,6 +26,8 @@ def choose_client(client: str, workload: Workload, *, can_stop_early: bool = Fal
 
     if client not in CLIENTS:
         raise SpecError(f"unknown benchmark client '{client}'", help=f"choose one of: {', '.join(CLIENTS)}")
+    if client == "sglang" and workload.trace is not None:
+        raise SpecError("a trace workload needs the builtin client", help="drop --client sglang")
     if client != "auto":
         return client
     if (

@@ -47,6 +47,8 @@ def sglang_client_module() -> str | None:
 
 def inexpressible_reason(workload: Workload) -> str | None:
     """Why SGLang's client cannot drive `workload`, or None when it can."""
+    if workload.trace is not None:
+        return "SGLang's client does not replay servetune traces; the builtin client does"
     if workload.images is not None and workload.images.reuse == "pool":
         return "SGLang's image dataset makes a new image for every request; it has no pool of repeated images"
     return None

@@ -13,6 +13,7 @@ from servetune.errors import SpecError, UnknownNameError, did_you_mean
 from servetune.schema.workload import Workload
 
 _SUFFIXES = (".yaml", ".yml")
+_TRACE_SUFFIXES = (".jsonl", ".json")
 
 
 def _shipped_dir() -> Path:
@@ -31,7 +32,7 @@ def list_workloads() -> list[Workload]:
 def workload_path(name_or_path: str | Path) -> Path:
     """The file behind a workload name or path (no parsing)."""
     text = str(name_or_path)
-    looks_like_path = text.endswith(_SUFFIXES) or "/" in text or "\\" in text or Path(text).is_file()
+    looks_like_path = text.endswith(_SUFFIXES + _TRACE_SUFFIXES) or "/" in text or "\\" in text or Path(text).is_file()
     if isinstance(name_or_path, Path) or looks_like_path:
         path = Path(text).expanduser()
         if not path.is_file():
@@ -61,7 +62,32 @@ def load_workload(name_or_path: str | Path | Workload) -> Workload:
     """
     if isinstance(name_or_path, Workload):
         return name_or_path
-    return load_workload_file(workload_path(name_or_path))
+    path = workload_path(name_or_path)
+    if path.suffix in _TRACE_SUFFIXES:
+        return trace_workload(path)
+    return load_workload_file(path)
+
+
+def trace_workload(path: Path) -> Workload:
+    """A workload that replays a trace file as it is (`-w traffic.jsonl`, `-w sharegpt.json`):
+    a JSON list is read as ShareGPT, JSON lines as servetune's trace format; requests = the
+    trace's length, sent 64 at a time (or at `--request-rate`)."""
+    from servetune.bench.trace import load_trace
+    from servetune.schema.workload import TraceSpec
+
+    with path.open("rb") as f:
+        head = f.read(4096).lstrip()
+    fmt = "sharegpt" if head.startswith(b"[") or b'"conversations"' in head else "jsonl"
+    entries = load_trace(path, fmt)
+    name = "".join(c if c.isalnum() else "-" for c in path.stem.lower()).strip("-") or "trace"
+    return Workload(
+        name=name if name[0].isalnum() else f"t{name}",
+        summary=f"Replay of {path.name} ({len(entries)} requests, {fmt}).",
+        kind="multimodal" if any(e.images for e in entries) else "text",
+        requests=len(entries),
+        warmup_requests=min(4, len(entries)),
+        trace=TraceSpec(path=str(path.resolve()), format=fmt),
+    )
 
 
 def load_workload_file(path: Path) -> Workload:
@@ -79,6 +105,18 @@ def load_workload_file(path: Path) -> Workload:
             location=SourceLocation(str(path), 1, 1),
         )
     try:
-        return Workload.model_validate(data)
+        workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise spec_error_from_validation(exc, data, spans, path, model=Workload, what="workload") from None
+    return with_trace(workload, path.parent) if workload.trace is not None else workload
+
+
+def with_trace(workload: Workload, base: Path) -> Workload:
+    """`workload` with its trace path made absolute (relative to `base`) and the trace checked now,
+    so a malformed trace fails when the workload loads, with the trace's file and line."""
+    from servetune.bench.trace import load_trace
+
+    trace = workload.trace
+    path = (base / trace.path).resolve()
+    load_trace(path, trace.format)
+    return workload.model_copy(update={"trace": trace.model_copy(update={"path": str(path)})})

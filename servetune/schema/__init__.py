@@ -16,7 +16,7 @@ from servetune.schema.facts import (
 from servetune.schema.preset import MadeFor, Preset
 from servetune.schema.rule import AllOf, AnyOf, Atom, Derived, Not, Ref, Rule
 from servetune.schema.space import ChoiceDistribution, FloatDistribution, IntDistribution
-from servetune.schema.workload import ImageSpec, Workload
+from servetune.schema.workload import ImageSpec, TraceSpec, Workload
 
 __all__ = [
     "AllOf",
@@ -47,6 +47,7 @@ __all__ = [
     "RuleOutcome",
     "SglangFacts",
     "Skipped",
+    "TraceSpec",
     "Workload",
     "WorkloadFacts",
 ]

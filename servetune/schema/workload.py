@@ -60,6 +60,24 @@ class ImageSpec(BaseModel):
 _RESOLUTIONS = {"4k": (3840, 2160), "1080p": (1920, 1080), "720p": (1280, 720), "360p": (640, 360)}
 
 
+class TraceSpec(BaseModel):
+    """Requests replayed from a file: the user's own traffic instead of synthetic prompts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    path: str
+    """The trace file, relative to the workload file's folder (or absolute)."""
+    format: Literal["jsonl", "sharegpt"] = "jsonl"
+    """`jsonl`: one request per line, `{"prompt": ...}` or `{"messages": [...]}`, optional `images`
+    (paths or URLs), `output_tokens` and `arrival_s`; `sharegpt`: a ShareGPT file (a JSON list, or
+    JSONL, of `{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}`)."""
+    replay: Literal["rate", "recorded"] = "rate"
+    """`rate`: send in the workload's shape (`request_rate` / `max_concurrency`); `recorded`: at the
+    trace's own `arrival_s` times, divided by `time_scale`."""
+    time_scale: float = Field(default=1.0, gt=0)
+    """With `replay: recorded`, 2.0 replays twice as fast as recorded."""
+
+
 class Workload(BaseModel):
     """A named benchmark workload: request shapes, load shape, warmup and seed."""
 
@@ -101,10 +119,13 @@ class Workload(BaseModel):
     """A request that takes longer counts as failed."""
     tune: dict[str, TunedDistribution] = Field(default_factory=dict)
     """Default search space for `servetune tune` with this workload."""
+    trace: TraceSpec | None = None
+    """Replay requests from a trace file instead of synthetic prompts (lengths and images then come
+    from the trace; a trace shorter than `requests` is cycled)."""
 
     @model_validator(mode="after")
     def _check_images(self) -> Workload:
-        if self.kind == "multimodal" and self.images is None:
+        if self.kind == "multimodal" and self.images is None and self.trace is None:
             raise ValueError("`images` must be set when `kind: multimodal`, but got none")
         if self.kind == "text" and self.images is not None:
             raise ValueError("`images` needs `kind: multimodal`, but got `kind: text`")

@@ -30,6 +30,8 @@ class FakeServer:
     """If set: `usage.prompt_tokens` = 10 (template) + words of the text * this."""
     image_hashes: list[str] = field(default_factory=list)
     chat_requests: int = 0
+    seen: list = field(default_factory=list)
+    """Every streamed chat request's JSON (image data replaced by `data:image/x;base64,`)."""
     max_in_flight: int = 0
     _in_flight: int = 0
 
@@ -121,6 +123,7 @@ class FakeServer:
             )
             return
         self.chat_requests += 1
+        self.seen.append(request)
         number = self.chat_requests
         for match in _DATA_URL.finditer(body):
             self.image_hashes.append(hashlib.sha256(match.group(1)).hexdigest())
