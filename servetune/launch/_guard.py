@@ -130,25 +130,27 @@ def _parent_gone(parent: int) -> bool:
 
 def _watch(child: subprocess.Popen, parent: int, wakeup: int) -> str:
     """Block until the server exits ("exited"), servetune is gone ("orphaned") or the guard is told to stop."""
-    fds = [wakeup]
+    poller = select.poll()
+    poller.register(wakeup, select.POLLIN)
+    parent_fd = None
     for pid in (parent, child.pid):
         try:
-            fds.append(os.pidfd_open(pid))
+            fd = os.pidfd_open(pid)
         except (AttributeError, OSError):
-            pass
-    poller = select.poll()
-    for fd in fds:
+            continue
         poller.register(fd, select.POLLIN)
-    # pidfds wake the poll at once; the timeout is the fallback for kernels without them
-    timeout_ms = int(POLL_S * 1000) if len(fds) < 3 else 1000
+        parent_fd = fd if pid == parent else parent_fd
+    # a pidfd wakes the poll when its process exits; the timeout is the fallback for kernels without them
+    timeout_ms = 1000 if parent_fd is not None else int(POLL_S * 1000)
     while True:
         if child.poll() is not None:
             return "exited"
-        if _parent_gone(parent):
-            return "orphaned"
         if _STOPPED_BY:
             return "stopped"
-        poller.poll(timeout_ms)
+        if _parent_gone(parent):
+            return "orphaned"
+        if any(fd == parent_fd for fd, _ in poller.poll(timeout_ms)):
+            return "orphaned"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -78,8 +78,7 @@ def spawn_guarded(
     try:
         line = _read_report(read_fd, proc)
     except BaseException:
-        proc.kill()
-        proc.wait()
+        _stop_guard(proc, grace_s)
         raise
     finally:
         os.close(read_fd)
@@ -88,6 +87,16 @@ def spawn_guarded(
         return proc, int(rest)
     proc.wait()
     raise GuardError(rest.strip() or f"the guard exited ({proc.returncode}) before starting the server")
+
+
+def _stop_guard(proc: subprocess.Popen, grace_s: float) -> None:
+    """Interrupted before the guard reported: SIGTERM makes it stop whatever it started, then it exits."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s + 5.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _read_report(fd: int, proc: subprocess.Popen) -> str:
