@@ -9,7 +9,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -19,6 +19,7 @@ _SEARCH = "Search"
 _STUDY = "Study and storage"
 _TARGET = "Target"
 _RUN = "Running trials"
+_CAPACITY = "Capacity (--objective capacity)"
 
 
 def register(app: typer.Typer) -> None:
@@ -73,16 +74,53 @@ def tune(
         str,
         typer.Option(
             "--objective",
-            help="throughput, token_throughput, or a Pareto pair like throughput,p99_ttft.",
+            help="throughput, token_throughput, a Pareto pair like throughput,p99_ttft, or capacity "
+            "(each trial finds the highest Poisson rate at which every latency --slo holds).",
             rich_help_panel=_SEARCH,
         ),
     ] = "throughput",
     slo: Annotated[
         Optional[list[str]],
         typer.Option(
-            "--slo", help="Constraint METRIC<=N, e.g. p99_ttft_ms<=2000 (repeatable).", rich_help_panel=_SEARCH
+            "--slo",
+            help="Constraint METRIC<=N, e.g. p99_ttft_ms<=2000 (repeatable). With --objective capacity: latency "
+            "SLOs STAT_METRIC_ms<=N (STAT p50/p90/p95/p99/mean, METRIC ttft/tpot/itl/e2e) that define the capacity.",
+            rich_help_panel=_SEARCH,
         ),
     ] = None,
+    start_rate: Annotated[
+        Optional[float],
+        typer.Option(
+            "--start-rate",
+            min=0.001,
+            help="First rate of the baselines' capacity search (req/s; default: the workload's request_rate, "
+            "else 4). Later trials start at the incumbent's capacity.",
+            rich_help_panel=_CAPACITY,
+        ),
+    ] = None,
+    resolution: Annotated[
+        float,
+        typer.Option(
+            "--resolution",
+            min=0.01,
+            max=1.0,
+            help="Stop a capacity search when the highest met and lowest missed rates are this close (relative).",
+            rich_help_panel=_CAPACITY,
+        ),
+    ] = 0.1,
+    step_seconds: Annotated[
+        float,
+        typer.Option(
+            "--step-seconds",
+            min=0.1,
+            help="Seconds of arrivals per capacity step (requests = rate x this, at least --step-requests).",
+            rich_help_panel=_CAPACITY,
+        ),
+    ] = 20.0,
+    step_requests: Annotated[
+        int,
+        typer.Option("--step-requests", min=1, help="Requests per capacity step at least.", rich_help_panel=_CAPACITY),
+    ] = 64,
     space: Annotated[
         Optional[Path],
         typer.Option(
@@ -188,6 +226,7 @@ def tune(
     if model is None:
         raise typer.BadParameter("--model is required", param_hint="--model")
     from servetune.tuner import TuneOptions, Tuner, write_preset
+    from servetune.tuner.progress import TuneProgress
 
     options = TuneOptions(
         model=model,
@@ -205,6 +244,10 @@ def tune(
         trials=trials,
         objective=objective,
         slos=tuple(slo or ()),
+        start_rate=start_rate,
+        resolution=resolution,
+        step_seconds=step_seconds,
+        step_requests=step_requests,
         space_file=str(space) if space else None,
         space_sets=tuple(space_set or ()),
         storage=storage,
@@ -222,7 +265,7 @@ def tune(
         startup_timeout_s=startup_timeout,
         local_trials=local_trials,
     )
-    progress = _Progress(enabled=not quiet)
+    progress = TuneProgress(enabled=not quiet)
     tuner = Tuner(options, on_event=progress.event)
     try:
         with progress:
@@ -285,108 +328,6 @@ def report(
         written = write_plots(study_obj, result, out_dir)
         for path in written:
             print(f"wrote {path}", file=sys.stderr)
-
-
-class _Progress:
-    """A rich progress bar on stderr: trials done, best so far, ETA; one line per finished trial."""
-
-    def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled
-        self._progress: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> _Progress:
-        if not self.enabled:
-            return self
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.console = Console(stderr=True)
-        self._progress = Progress(
-            TextColumn("[bold]tune[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[best]}"),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=False,
-        )
-        self._progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)
-
-    def event(self, event: Any) -> None:
-        """Show one `servetune.tuner.events` event."""
-        from servetune.tuner import events as ev
-
-        if self._progress is None:
-            return
-        p = self._progress
-        if isinstance(event, ev.StudyStarted):
-            done = min(event.done, event.trials)
-            self._task = p.add_task("tune", total=event.trials, completed=done, best="")
-            p.console.print(
-                f"study [bold]{event.study}[/] in {_redact(event.storage)}; {len(event.space)} dimensions, "
-                f"{event.slots} parallel slot(s); {event.requests} requests per trial; "
-                f"{event.done} trial(s) already done"
-            )
-            if event.dropped:
-                p.console.print("left out of the space: " + ", ".join(f"{k} ({v})" for k, v in event.dropped.items()))
-        elif isinstance(event, ev.LostTrials):
-            p.console.print(f"[yellow]marked failed (worker gone), retry queued: trials {list(event.trials)}[/]")
-        elif isinstance(event, ev.TrialFinished) and self._task is not None:
-            self._trial_line(p, event)
-        elif isinstance(event, ev.Converged):
-            p.console.print(
-                f"[yellow]stopping after {event.done} launches: the sampler proposed {event.reproposals} "
-                "measured configs in a row (converged, or the space is used up)[/]"
-            )
-        elif isinstance(event, ev.ConfirmRound):
-            p.console.print(f"re-measuring trial {event.trial} (round {event.round}/{event.rounds})")
-        elif isinstance(event, ev.Confirmed):
-            for f in event.finalists:
-                if f["median"] is not None:
-                    p.console.print(
-                        f"trial {f['trial']}: {f['median']:.3f}x baseline (min {f['min']:.3f}, max {f['max']:.3f}, "
-                        f"{len(f['ratios'])} rounds)"
-                    )
-            if event.note:
-                p.console.print(f"[yellow]{event.note}[/]")
-        elif isinstance(event, ev.ConfirmSkipped):
-            p.console.print(f"no re-measurement: {event.why}")
-
-    def _trial_line(self, p: Any, event: Any) -> None:
-        best = event.best
-        best_text = "" if not best else f"best {best.values[0]:.4g} (trial {best.number})"
-        if event.done is not None:
-            p.update(self._task, completed=min(event.done, event.total if event.total is not None else event.done))
-        p.update(self._task, best=best_text)
-        if event.state == "FAIL":
-            f = event.failure or {}
-            line = (
-                f"[red]FAIL[/] {f.get('class')}: "
-                f"{str(f.get('message', '')).splitlines()[0][:120] if f.get('message') else ''}"
-            )
-        elif event.state == "COMPLETE":
-            vals = ", ".join(f"{v:.4g}" for v in event.values or ())
-            line = f"[green]ok[/] {vals}" + ("" if event.feasible else " [yellow](violates SLO)[/]")
-            if event.duplicate_of is not None:
-                line += f" (same config as trial {event.duplicate_of}, not relaunched)"
-        else:
-            line = f"[yellow]{event.state.lower()}[/]"
-        p.console.print(f"trial {event.number:>3} {event.source[:8]:<8} {line}")
 
 
 def _redact(url: str) -> str:

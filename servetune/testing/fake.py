@@ -14,6 +14,10 @@ failure handling, telling the study) runs for real.
     runner = FakeRunner(score)
     Tuner(options, runner=runner).run()
     len(runner.calls)                     # launches
+
+For capacity searches (`servetune.runner.measure_capacity`), the function may return a
+`servetune.bench.metrics.Metrics` (judged against `call.slos`); it comes back from the server's
+`bench` as is.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from servetune.errors import BenchError
 from servetune.runner import BaseRunner, BaseServer, Failure, Measurement, OnProgress, RunTimings, ShouldStop
 
 if TYPE_CHECKING:
+    from servetune.bench.slo import LatencySlo
     from servetune.context import Resolution
+    from servetune.runner import RunawayGuard
     from servetune.schema.workload import Workload
 
 __all__ = ["FakeCall", "FakeRunner", "FakeServer"]
@@ -44,6 +50,10 @@ class FakeCall:
     requests: int | None
     """The `requests` argument as given (None: the workload's own count)."""
     gpus: tuple[str, ...] | None = None
+    guard: RunawayGuard | None = None
+    """The runaway guard the caller passed (its deadlines say what reference it used)."""
+    slos: tuple[LatencySlo, ...] = ()
+    """The latency SLOs the run is judged against."""
 
     @property
     def values(self) -> dict[str, Any]:
@@ -68,8 +78,8 @@ class FakeCall:
         return self.workload.requests if self.workload is not None else 0
 
 
-Outcome = Union[Mapping[str, Any], Failure]
-"""What the fake's function returns: flat metrics, or a `Failure`."""
+Outcome = Union[Mapping[str, Any], Failure, Any]
+"""What the fake's function returns: flat metrics, a `Failure`, or (for a server's `bench`) a `Metrics`."""
 
 
 class FakeRunner(BaseRunner):
@@ -114,15 +124,25 @@ class FakeRunner(BaseRunner):
         gpus: Sequence[str] | None = None,
         on_progress: OnProgress | None = None,
         should_stop: ShouldStop | None = None,
+        guard: RunawayGuard | None = None,
+        slos: Sequence[LatencySlo] = (),
     ) -> Measurement:
-        """The function's figures (or failure) as a `Measurement`; nothing is started or written."""
-        call = self._record(resolution, workload, run_dir, requests, gpus)
+        """The function's figures (or failure) as a `Measurement`; nothing is started or written.
+
+        A `guard` wraps `should_stop` as the real runner's does (its clock is real time, so it
+        fires only for a function that takes that long); when it fires the failure is `too_slow`."""
+        call = self._record(resolution, workload, run_dir, requests, gpus, guard, slos)
         out = self.measure_fn(call)
         if isinstance(out, Failure):
             return Measurement(failure=out, run_dir=run_dir, timings=RunTimings())
+        if guard is not None:
+            should_stop = guard.wrap(should_stop)
         metrics = self._drive(call, dict(out), on_progress, should_stop)
         info = self.server_info(call) if self.server_info is not None else {}
-        return Measurement(metrics=metrics, server_info=info, run_dir=run_dir, timings=RunTimings(startup_s=0.0))
+        failure = Failure(cls="too_slow", stage="bench", message=guard.reason) if guard and guard.fired else None
+        return Measurement(
+            metrics=metrics, failure=failure, server_info=info, run_dir=run_dir, timings=RunTimings(startup_s=0.0)
+        )
 
     def start(self, resolution: Resolution, *, run_dir: Path, gpus: Sequence[str] | None = None) -> FakeServer:
         """A `FakeServer` for `resolution` (it always starts); the function is called once per
@@ -134,8 +154,9 @@ class FakeRunner(BaseRunner):
     def record(self, run_dir: Path, name: str, data: Any) -> None:
         """Writes nothing: the fake keeps its record in `calls`."""
 
-    def _record(self, resolution, workload, run_dir, requests, gpus) -> FakeCall:
-        call = FakeCall(resolution, workload, Path(run_dir), requests, tuple(gpus) if gpus is not None else None)
+    def _record(self, resolution, workload, run_dir, requests, gpus, guard=None, slos=()) -> FakeCall:
+        gpus = tuple(gpus) if gpus is not None else None
+        call = FakeCall(resolution, workload, Path(run_dir), requests, gpus, guard, tuple(slos))
         with self._lock:
             self.calls.append(call)
         return call
@@ -190,11 +211,14 @@ class FakeServer(BaseServer):
         run_dir: Path | None = None,
         on_progress: OnProgress | None = None,
         should_stop: ShouldStop | None = None,
+        slos: Sequence[LatencySlo] = (),
     ) -> Any:
-        call = self.runner._record(self.resolution, workload, run_dir or self.run_dir, requests, self.gpus)
+        call = self.runner._record(self.resolution, workload, run_dir or self.run_dir, requests, self.gpus, slos=slos)
         out = self.runner.measure_fn(call)
         if isinstance(out, Failure):  # a started server: the benchmark is what failed
             raise BenchError(out.message)
+        if not isinstance(out, Mapping):  # a `Metrics` (capacity steps): as the builtin client returns it
+            return out
         return self.runner._drive(call, dict(out), on_progress, should_stop)
 
     def stop(self) -> None:

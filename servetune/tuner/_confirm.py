@@ -1,21 +1,117 @@
 """Confirmation: re-measure the finalists interleaved with the baseline (B F1 .. Fk, repeated),
 so a winner by noise in one measurement does not replace the baseline. Each round is a measurement
-through the same runner as the trials, in the first slot."""
+through the same runner as the trials, in the first slot.
+
+`run_interleaved` is the shared part (rounds, ratios to the first config, their spread, a verdict);
+`servetune compare` calls it too.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from servetune.tuner._evaluate import evaluate
-from servetune.tuner._result import baseline_of, rank_feasible
+from servetune.tuner._evaluate import evaluate, evaluate_capacity
+from servetune.tuner._result import TrialSummary, baseline_of, rank_feasible
+from servetune.tuner._trial import reference_rate, runaway_guard
 from servetune.tuner.events import Confirmed, ConfirmRound, ConfirmSkipped
 
 if TYPE_CHECKING:
     from servetune.runner import BaseRunner
+    from servetune.tuner._evaluate import Outcome
     from servetune.tuner._setup import StudySetup
+
+NOISE_FLOOR = 0.03
+"""A ratio within this distance of 1 is never called better or worse, whatever the measured noise."""
+BETTER, WORSE, NOISE = "better", "worse", "not distinguishable from noise"
+
+Measure = Callable[[Hashable], tuple[float | None, str | None]]
+"""`measure(key) -> (value, failure class)`: one fresh measurement of one config."""
+
+
+def run_interleaved(
+    keys: Sequence[Hashable],
+    rounds: int,
+    measure: Measure,
+    *,
+    direction: str,
+    on_round: Callable[[int, Hashable], None] | None = None,
+) -> dict[str, Any]:
+    """Measure `keys` in turn, `rounds` times (A B C A B C ...), and judge each against the first.
+
+    Returns `{"base": {"values", "failures", "noise"}, "others": {key: {"values", "failures",
+    "ratios", "median", "min", "max", "stdev", "verdict"}}}`. A ratio is one round's value over the
+    base's in the same round. The noise is the base's own spread (A vs A: the largest relative
+    distance of a base value from their median), at least `NOISE_FLOOR`; the verdict is `better` or
+    `worse` when every ratio lies beyond it on one side of 1, else `not distinguishable from noise`.
+    """
+    values: dict[Hashable, list[float | None]] = {k: [] for k in keys}
+    failures: dict[Hashable, list[str]] = {k: [] for k in keys}
+    for rnd in range(rounds):
+        for key in keys:
+            if on_round is not None:
+                on_round(rnd + 1, key)
+            value, failure = measure(key)
+            values[key].append(value)
+            if failure is not None:
+                failures[key].append(failure)
+    base = keys[0]
+    noise = self_noise(values[base])
+    others = {}
+    for key in keys[1:]:
+        ratios = [v / b for v, b in zip(values[key], values[base]) if v is not None and b]
+        others[key] = {
+            "values": values[key],
+            "failures": failures[key],
+            "ratios": ratios,
+            **spread(ratios),
+            "verdict": _verdict(ratios, failures[key], direction, noise),
+        }
+    return {"base": {"values": values[base], "failures": failures[base], "noise": noise}, "others": others}
+
+
+def _verdict(ratios: Sequence[float], failures: Sequence[str], direction: str, noise: float) -> str:
+    if "too_slow" in failures:  # stopped by the runaway guard: many times slower than the reference
+        return WORSE
+    if failures:
+        return f"failed ({', '.join(sorted(set(failures)))})"
+    return verdict(ratios, direction, noise)
+
+
+def self_noise(values: Sequence[float | None]) -> float:
+    """The spread of one config's own measurements (largest |v / median - 1|), at least `NOISE_FLOOR`."""
+    vals = [v for v in values if v]
+    if len(vals) < 2:
+        return NOISE_FLOOR
+    mid = statistics.median(vals)
+    return max(NOISE_FLOOR, max(abs(v / mid - 1.0) for v in vals))
+
+
+def verdict(ratios: Sequence[float], direction: str, noise: float = NOISE_FLOOR) -> str:
+    """`better` / `worse` when every ratio is beyond `noise` on one side of 1 (for `direction`),
+    else `not distinguishable from noise`."""
+    if not ratios:
+        return NOISE
+    lo, hi = min(ratios), max(ratios)
+    up, down = lo > 1.0 + noise, hi < 1.0 - noise
+    if direction == "minimize":
+        up, down = down, up
+    return BETTER if up else WORSE if down else NOISE
+
+
+def spread(ratios: Sequence[float]) -> dict[str, Any]:
+    """Median, min, max and stdev of the ratios (None each when there are none)."""
+    if not ratios:
+        return {"median": None, "min": None, "max": None, "stdev": None}
+    return {
+        "median": statistics.median(ratios),
+        "min": min(ratios),
+        "max": max(ratios),
+        "stdev": statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
+    }
 
 
 def confirm(
@@ -27,6 +123,59 @@ def confirm(
     if baseline is None:
         on_event(ConfirmSkipped("the baseline has no measurement (it failed)"))
         return None
+    finalists = _finalists(s, trials, baseline)
+    if not finalists:
+        on_event(ConfirmSkipped("no feasible trial beats or differs from the baseline"))
+        return None
+    objective = s.objectives[0]
+    rounds = s.options.confirm_rounds
+    by_number = {t.number: t for t in [baseline, *finalists]}
+    reference = reference_rate(s)
+    counter: dict[int, int] = {}
+
+    def measure(number: Hashable) -> tuple[float | None, str | None]:
+        t = by_number[number]
+        counter[t.number] = counter.get(t.number, 0) + 1
+        m = _remeasure(s, runner, t, counter[t.number], guarded=t is not baseline, reference=reference, stop=stop)
+        if stop.is_set():
+            raise KeyboardInterrupt
+        value = objective.value(m.metrics) if m.metrics and not m.stopped_early else None
+        return value, (m.failure.cls if m.failure is not None else "below_floor" if m.stopped_early else None)
+
+    def on_round(rnd: int, number: Hashable) -> None:
+        on_event(ConfirmRound(round=rnd, rounds=rounds, trial=int(number)))
+
+    out = run_interleaved(
+        [baseline.number, *(t.number for t in finalists)],
+        rounds,
+        measure,
+        direction=objective.direction,
+        on_round=on_round,
+    )
+    out_finalists = [{"trial": number, **rec} for number, rec in out["others"].items()]
+    better = (lambda r: r > 1.0) if objective.direction == "maximize" else (lambda r: r < 1.0)
+    usable = [f for f in out_finalists if f["median"] is not None and not f["failures"]]
+    usable.sort(key=lambda f: f["median"], reverse=objective.direction == "maximize")
+    chosen = usable[0] if usable and better(usable[0]["median"]) else None
+    record = {
+        "objective": objective.name,
+        "direction": objective.direction,
+        "rounds": rounds,
+        "noise": out["base"]["noise"],
+        "baseline_trial": baseline.number,
+        "baseline_values": out["base"]["values"],
+        "baseline_failures": out["base"]["failures"],
+        "finalists": out_finalists,
+        "chosen_trial": chosen["trial"] if chosen else baseline.number,
+        "chosen_ratio": chosen["median"] if chosen else 1.0,
+        "note": "" if chosen else "no finalist beat the baseline when re-measured; the baseline is kept",
+    }
+    s.study.set_user_attr("confirmation", record)
+    on_event(Confirmed(record))
+    return record
+
+
+def _finalists(s: StudySetup, trials: list[TrialSummary], baseline: TrialSummary) -> list[TrialSummary]:
     ranked = rank_feasible(trials, s.objectives)
     if baseline.feasible and baseline.values:
         # a finalist must have beaten the baseline in the study: one ranked below it would only
@@ -40,66 +189,38 @@ def confirm(
         finalists.append(t)
         if len(finalists) >= s.options.finalists:
             break
-    if not finalists:
-        on_event(ConfirmSkipped("no feasible trial beats or differs from the baseline"))
-        return None
-    objective = s.objectives[0]
-    rounds = s.options.confirm_rounds
-    order = [baseline, *finalists]
-    values: dict[int, list[float | None]] = {t.number: [] for t in order}
-    failures: dict[int, list[str]] = {t.number: [] for t in order}
-    for rnd in range(rounds):
-        for t in order:
-            on_event(ConfirmRound(round=rnd + 1, rounds=rounds, trial=t.number))
-            m = evaluate(
-                runner,
-                s.resolve(t.layer, source=t.source),
-                workload=s.workload,
-                slot=s.slots[0],
-                run_dir=s.run_dir / "confirm" / f"r{rnd + 1}-trial-{t.number:04d}",
-                requests=s.requests,
-                should_stop=lambda step, partial: stop.is_set(),
-            )
-            if stop.is_set():
-                raise KeyboardInterrupt
-            values[t.number].append(objective.value(m.metrics) if m.metrics else None)
-            if m.failure is not None:
-                failures[t.number].append(m.failure.cls)
-    base_vals = values[baseline.number]
-    out_finalists = []
-    for t in finalists:
-        ratios = [f / b for f, b in zip(values[t.number], base_vals) if f is not None and b]
-        out_finalists.append(
-            {"trial": t.number, "values": values[t.number], "failures": failures[t.number], "ratios": ratios}
-            | _spread(ratios)
-        )
-    better = (lambda r: r > 1.0) if objective.direction == "maximize" else (lambda r: r < 1.0)
-    usable = [f for f in out_finalists if f["median"] is not None and not f["failures"]]
-    usable.sort(key=lambda f: f["median"], reverse=objective.direction == "maximize")
-    chosen = usable[0] if usable and better(usable[0]["median"]) else None
-    record = {
-        "objective": objective.name,
-        "direction": objective.direction,
-        "rounds": rounds,
-        "baseline_trial": baseline.number,
-        "baseline_values": base_vals,
-        "baseline_failures": failures[baseline.number],
-        "finalists": out_finalists,
-        "chosen_trial": chosen["trial"] if chosen else baseline.number,
-        "chosen_ratio": chosen["median"] if chosen else 1.0,
-        "note": "" if chosen else "no finalist beat the baseline when re-measured; the baseline is kept",
-    }
-    s.study.set_user_attr("confirmation", record)
-    on_event(Confirmed(record))
-    return record
+    return finalists
 
 
-def _spread(ratios: list[float]) -> dict[str, Any]:
-    if not ratios:
-        return {"median": None, "min": None, "max": None, "stdev": None}
-    return {
-        "median": statistics.median(ratios),
-        "min": min(ratios),
-        "max": max(ratios),
-        "stdev": statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
-    }
+def _remeasure(
+    s: StudySetup,
+    runner: BaseRunner,
+    t: TrialSummary,
+    rnd: int,
+    *,
+    guarded: bool,
+    reference: float | None,
+    stop: threading.Event,
+) -> Outcome:
+    """One confirmation round of trial `t`: a fresh capacity search (starting at its own capacity)
+    or a benchmark run (a finalist's guarded against runaways)."""
+    run_dir = s.run_dir / "confirm" / f"r{rnd}-trial-{t.number:04d}"
+    res = s.resolve(t.layer, source=t.source)
+    if s.capacity:
+        search = s.search
+        if t.values and t.values[0] > 0:
+            search = dataclasses.replace(search, start_rate=t.values[0])
+        return evaluate_capacity(
+            runner, res, workload=s.workload, slos=s.latency_slos, search=search, slot=s.slots[0],
+            run_dir=run_dir, stop=stop.is_set,
+        )  # fmt: skip
+    return evaluate(
+        runner,
+        res,
+        workload=s.workload,
+        slot=s.slots[0],
+        run_dir=run_dir,
+        requests=s.requests,
+        should_stop=lambda step, partial: stop.is_set(),
+        guard=runaway_guard(s, reference) if guarded and reference is not None else None,
+    )

@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING, Any
 from servetune.runner import Failure
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from servetune.bench.slo import LatencySlo
     from servetune.context import Resolution
-    from servetune.runner import BaseRunner, ShouldStop
+    from servetune.runner import BaseRunner, CapacitySearch, RunawayGuard, ShouldStop
     from servetune.schema.workload import Workload
 
 LOG_TAIL_CHARS = 4000
@@ -44,6 +47,10 @@ class Outcome:
     launch_s: float = 0.0
     bench_s: float = 0.0
     server_info: dict[str, Any] = field(default_factory=dict)
+    capacity: dict[str, Any] | None = None
+    """A capacity trial's search (`Capacity`, as JSON: SLOs, steps, the bracket), else None."""
+    below_floor: float | None = None
+    """A capacity trial cut below the incumbent's capacity: that floor (req/s)."""
 
 
 def config_hash(argv: Sequence[str], env: Mapping[str, str]) -> str:
@@ -66,12 +73,20 @@ def evaluate(
     run_dir: Path,
     requests: int | None,
     should_stop: ShouldStop | None = None,
+    guard: RunawayGuard | None = None,
 ) -> Outcome:
-    """Measure `resolution` in `slot` through `runner` (`BaseRunner.measure`) and read the result."""
+    """Measure `resolution` in `slot` through `runner` (`BaseRunner.measure`) and read the result;
+    `guard` stops a run that misses its deadlines (`too_slow`)."""
     from servetune.tuner.objectives import flatten_metrics
 
     m = runner.measure(
-        resolution, workload, run_dir=run_dir, requests=requests, gpus=slot.gpus, should_stop=should_stop
+        resolution,
+        workload,
+        run_dir=run_dir,
+        requests=requests,
+        gpus=slot.gpus,
+        should_stop=should_stop,
+        guard=guard,
     )
     out = Outcome(
         launch_s=m.timings.startup_s or 0.0,
@@ -90,6 +105,54 @@ def evaluate(
         )
         return out
     out.metrics = flat
+    return out
+
+
+def evaluate_capacity(
+    runner: BaseRunner,
+    resolution: Resolution,
+    *,
+    workload: Workload,
+    slos: tuple[LatencySlo, ...],
+    search: CapacitySearch,
+    slot: Slot,
+    run_dir: Path,
+    floor: float | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Outcome:
+    """A capacity search of `resolution` (`measure_capacity`: one launch, the search's steps).
+
+    The outcome's metrics are the step's at the capacity rate plus `capacity_request_rate` and
+    `capacity_goodput`. A search cut at `floor` sets `below_floor` (the trial cannot beat the
+    incumbent); a config that misses an SLO at the lowest rate tried is `slo_unmet`."""
+    from servetune.runner import measure_capacity
+    from servetune.tuner.objectives import CAPACITY_METRIC, flatten_metrics
+
+    m = measure_capacity(
+        runner, resolution, workload, slos, run_dir=run_dir, search=search, gpus=slot.gpus, floor=floor, stop=stop
+    )
+    cap = m.capacity
+    out = Outcome(
+        launch_s=m.timings.startup_s or 0.0,
+        bench_s=m.timings.bench_s or 0.0,
+        server_info=dict(m.server_info or {}),
+        capacity=cap.model_dump(mode="json") if cap is not None else None,
+    )
+    if m.failure is not None:
+        out.failure = m.failure
+        return out
+    flat = flatten_metrics(m.metrics) if m.metrics is not None else {}
+    if cap.below_floor:
+        out.below_floor = floor
+        out.stopped_early = True
+        out.metrics = flat
+        return out
+    if cap.request_rate is None:
+        out.failure = Failure(
+            cls="slo_unmet", stage="bench", message=f"{', '.join(cap.slos)} not met at any rate tried: {cap.note}"
+        )
+        return out
+    out.metrics = {**flat, CAPACITY_METRIC: cap.request_rate, "capacity_goodput": cap.goodput}
     return out
 
 

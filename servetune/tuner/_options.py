@@ -33,6 +33,16 @@ class TuneOptions:
     trials: int = 20
     objective: str = "throughput"
     slos: tuple[str, ...] = ()
+    """`--slo`: constraints METRIC<=N for throughput objectives; latency SLOs (`bench.slo`) for `capacity`."""
+    start_rate: float | None = None
+    """Capacity: the baselines' first rate (req/s; None: the workload's `request_rate`, else 4). Later
+    trials start at the incumbent's capacity (their floor)."""
+    resolution: float = 0.1
+    """Capacity: the search stops when the highest met and lowest missed rates are this close (relative)."""
+    step_seconds: float = 20.0
+    """Capacity: seconds of arrivals per step (requests = rate x this, at least `step_requests`)."""
+    step_requests: int = 64
+    """Capacity: requests per step at least."""
     space_file: str | None = None
     space_sets: tuple[str, ...] = ()
     storage: str | None = None

@@ -28,8 +28,11 @@ class TrialSummary:
     config_hash: str | None = None
     layer: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    capacity: dict[str, Any] | None = None
+    """A capacity trial's search (`Capacity` as JSON: SLOs, capacity, steps), else None."""
 
     def as_json(self) -> dict[str, Any]:
+        """JSON-ready: state, source, params, and the metrics and values or the failure."""
         out: dict[str, Any] = {"number": self.number, "state": self.state, "source": self.source, "params": self.params}
         if self.fixed:
             out["fixed"] = self.fixed
@@ -41,6 +44,8 @@ class TrialSummary:
             out["feasible"] = self.feasible
         if self.note:
             out["note"] = self.note
+        if self.capacity is not None:
+            out["capacity"] = self.capacity
         return out
 
 
@@ -111,6 +116,11 @@ def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None)
         note = (note + "; " if note else "") + f"retry of trial {t.user_attrs['retry_of']}"
     if state == "COMPLETE" and not feasible:
         note = (note + "; " if note else "") + "violates an SLO"
+    pruned, capacity = t.user_attrs.get("pruned") or {}, t.user_attrs.get("capacity")
+    if state == "PRUNED" and pruned.get("why") == "below_floor":
+        note = (note + "; " if note else "") + f"below_floor: missed at the incumbent's {pruned['floor']:.4g} req/s"
+    if capacity:
+        note = (note + "; " if note else "") + f"{len(capacity.get('steps') or [])} steps"
     return TrialSummary(
         number=t.number,
         state=state,
@@ -124,6 +134,7 @@ def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None)
         config_hash=t.user_attrs.get("config_hash"),
         layer=dict(t.user_attrs.get("layer") or {}),
         note=note,
+        capacity=capacity,
     )
 
 

@@ -18,7 +18,7 @@ from servetune.tuner._evaluate import Slot
 from servetune.tuner._options import TuneOptions
 from servetune.tuner._result import TrialSummary, summarize_trial
 from servetune.tuner.events import LostTrials
-from servetune.tuner.objectives import Objective, Slo, parse_objectives, parse_slo
+from servetune.tuner.objectives import CAPACITY, Objective, Slo, parse_objectives, parse_slo
 from servetune.tuner.space import (
     ResolvedSpace,
     baseline_params,
@@ -30,7 +30,9 @@ from servetune.tuner.space import (
 )
 
 if TYPE_CHECKING:
+    from servetune.bench.slo import LatencySlo
     from servetune.context import Context, Resolution
+    from servetune.runner import CapacitySearch
     from servetune.schema.catalog import Catalog
     from servetune.schema.workload import Workload
 
@@ -55,6 +57,20 @@ class StudySetup:
     storage: Any
     study: Any
     """The Optuna study (created, or loaded for a resume)."""
+    latency_slos: tuple[LatencySlo, ...] = ()
+    """`--objective capacity`: the latency SLOs the capacity is searched against."""
+    search: CapacitySearch | None = None
+    """`--objective capacity`: the search's settings (each trial's start rate: the floor, or this one's)."""
+
+    @property
+    def capacity(self) -> bool:
+        """Each trial is a capacity search (`--objective capacity`)."""
+        return self.search is not None
+
+    @property
+    def slo_texts(self) -> list[str]:
+        """The `--slo` bounds as stored: latency SLOs for a capacity study, else the constraints."""
+        return [str(x) for x in (self.latency_slos if self.capacity else self.slos)]
 
     @property
     def catalog(self) -> Catalog:
@@ -88,7 +104,8 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
         raise SpecError(f"--trials must be >= 1, but got {o.trials}")
     workload = load_workload(o.workload)
     objectives = parse_objectives(o.objective)
-    slos = tuple(parse_slo(s) for s in o.slos)
+    latency_slos, search = _capacity(o, objectives, workload)
+    slos = () if search is not None else tuple(parse_slo(s) for s in o.slos)
     ctx = Context.build(
         o.model,
         gpu=o.gpu,
@@ -126,6 +143,8 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
         storage_url=storage_url,
         storage=storage,
         study=None,
+        latency_slos=latency_slos,
+        search=search,
     )
     sampler, pruner = _sampler(o, slos), _pruner(o, objectives, workload)
     directions = [obj.direction for obj in objectives]
@@ -147,6 +166,39 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
     if lost:
         on_event(LostTrials(tuple(lost)))
     return setup
+
+
+def _capacity(o: TuneOptions, objectives: tuple[Objective, ...], workload: Workload):
+    """(latency SLOs, search settings) of a capacity study; ((), None) for the others."""
+    if objectives[0].name != CAPACITY:
+        return (), None
+    from servetune.bench.slo import parse_slos
+    from servetune.runner import CapacitySearch
+
+    slos = parse_slos(o.slos)
+    if not slos:
+        raise SpecError(
+            "--objective capacity needs at least one latency --slo",
+            key_path="--slo",
+            help="e.g. --objective capacity --slo p99_ttft_ms<=1000 --slo p99_tpot_ms<=50",
+        )
+    start = o.start_rate or workload.request_rate or 4.0
+    checks = {"--start-rate": start, "--resolution": o.resolution, "--step-seconds": o.step_seconds}
+    for option, value in checks.items():
+        if not value > 0:
+            raise SpecError(f"{option} must be positive, but got {value:g}", key_path=option)
+    if o.step_requests < 1:
+        raise SpecError(f"--step-requests must be >= 1, but got {o.step_requests}", key_path="--step-requests")
+    return slos, CapacitySearch(
+        start_rate=start, resolution=o.resolution, step_s=o.step_seconds, min_requests=o.step_requests
+    )
+
+
+def capacity_meta(s: StudySetup) -> dict[str, Any] | None:
+    """What a capacity study stores about its search: the SLOs and the settings (None: not one)."""
+    if s.search is None:
+        return None
+    return {"slos": s.slo_texts, "search": {**s.search.settings(), "warmup_requests": s.search.warmup_requests}}
 
 
 def preset_tune(preset: Any) -> dict[str, Any]:
@@ -223,8 +275,8 @@ def _constraints(frozen_trial) -> list[float]:
 def _pruner(o: TuneOptions, objectives: tuple[Objective, ...], workload: Workload):
     import optuna
 
-    if not o.prune or len(objectives) > 1:
-        return optuna.pruners.NopPruner()
+    if not o.prune or len(objectives) > 1 or objectives[0].name == CAPACITY:
+        return optuna.pruners.NopPruner()  # a capacity trial is cut by its search's floor, not by Optuna
     from servetune.tuner._pruning import BestRelativePruner
 
     return BestRelativePruner(concurrency=workload.max_concurrency)
@@ -243,7 +295,8 @@ def _meta(s: StudySetup) -> dict[str, Any]:
                 {"name": ob.name, "metric": ob.metric, "direction": ob.direction, "unit": ob.unit}
                 for ob in s.objectives
             ],
-            "slos": [str(x) for x in s.slos],
+            "slos": s.slo_texts,
+            "capacity": capacity_meta(s),
             "space": s.space.as_dict(),
             "dropped": s.space.dropped,
             "pins": {"sets": list(o.sets), "envs": list(o.envs)},
@@ -261,8 +314,12 @@ def _check_compatible(s: StudySetup) -> None:
     problems = []
     if theirs and theirs != mine:
         problems.append(f"objectives {theirs} vs {mine}")
-    if meta.get("slos") is not None and meta.get("slos") != [str(x) for x in s.slos]:
-        problems.append(f"SLOs {meta.get('slos')} vs {[str(x) for x in s.slos]}")
+    if meta.get("slos") is not None and meta.get("slos") != s.slo_texts:
+        problems.append(f"SLOs {meta.get('slos')} vs {s.slo_texts}")
+    theirs_search = (meta.get("capacity") or {}).get("search")
+    mine_search = (capacity_meta(s) or {}).get("search")
+    if theirs_search != json.loads(json.dumps(mine_search)):
+        problems.append(f"capacity search {theirs_search} vs {mine_search}")
     if meta.get("space") is not None and meta.get("space") != json.loads(json.dumps(s.space.as_dict())):
         problems.append("search space differs")
     if meta.get("workload") not in (None, s.workload.name):

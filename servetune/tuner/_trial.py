@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from servetune.errors import ConflictError, TuningError
 from servetune.runner import Failure
 from servetune.tuner import _local, _storage
-from servetune.tuner._evaluate import Outcome, Slot, config_hash, evaluate, failure_record
+from servetune.tuner._evaluate import Outcome, Slot, config_hash, evaluate, evaluate_capacity, failure_record
 from servetune.tuner._options import SOURCES_BASELINE
 from servetune.tuner._result import pick_best, summarize_trial
 from servetune.tuner.events import BestSoFar, TrialFinished, TrialStarted
@@ -20,6 +20,37 @@ from servetune.tuner.space import suggest
 if TYPE_CHECKING:
     from servetune.runner import BaseRunner
     from servetune.tuner._setup import StudySetup
+
+
+def reference_rate(s: StudySetup) -> float | None:
+    """The request rate (req/s) of the best finished trial on a throughput objective (None: no
+    such trial yet, or another objective): the runaway guard's reference."""
+    objective = s.objectives[0]
+    if s.capacity or not objective.is_throughput:
+        return None
+    best = pick_best(s.summaries(), s.objectives)
+    if best is None or not best.metrics:
+        return None
+    m = best.metrics
+    rate = m.get("comparable_request_throughput") or m.get("steady_request_throughput") or m.get("request_throughput")
+    return float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
+
+
+def runaway_guard(s: StudySetup, reference_rate: float):
+    """A `RunawayGuard` for one run of the study's workload against `reference_rate` (req/s)."""
+    from servetune.runner import RunawayGuard
+
+    return RunawayGuard.from_rate(reference_rate, requests=s.requests, concurrency=s.workload.max_concurrency)
+
+
+def guard_record(guard, reference_rate: float) -> dict[str, Any]:
+    """A guard's reference and deadlines as a trial stores them (`user_attrs["guard"]`)."""
+    return {
+        "reference_rate": round(reference_rate, 4),
+        "wave": guard.wave,
+        "first_wave_s": round(guard.first_wave_s, 3),
+        "total_s": round(guard.total_s, 3),
+    }
 
 
 def launches(trials: list, *, running: bool = True) -> int:
@@ -110,16 +141,12 @@ class TrialDriver:
         if prior is not None:
             return self._reuse(trial, prior)
 
-        m = evaluate(
-            self.runner,
-            res,
-            workload=s.workload,
-            slot=slot,
-            run_dir=trial_dir,
-            requests=s.requests,
-            should_stop=self._should_stop(trial),
-        )
+        m = self._measure(trial, res, source, slot, trial_dir)
         trial.set_user_attr("timing", {"launch_s": round(m.launch_s, 3), "bench_s": round(m.bench_s, 3)})
+        if m.capacity is not None:
+            trial.set_user_attr("capacity", m.capacity)
+        if m.below_floor is not None:
+            trial.set_user_attr("pruned", {"why": "below_floor", "floor": m.below_floor})
         if self.stop.is_set() and (m.stopped_early or m.failure is not None):
             raise KeyboardInterrupt
         if m.failure is not None:
@@ -136,6 +163,45 @@ class TrialDriver:
             trial.set_user_attr("effective_params", _local.baseline_values(s, params, fixed, env, m.server_info))
             trial.set_user_attr("auto", sorted(n for n, v in fixed.items() if v is None))
         return self._tell_measured(trial, m)
+
+    def _measure(self, trial, res, source: str, slot: Slot, trial_dir) -> Outcome:
+        """One measurement: a capacity search (floored at the incumbent's capacity, except for a
+        baseline), or a benchmark run (guarded against runaways, except for a baseline)."""
+        s = self.s
+        baseline = source in SOURCES_BASELINE
+        if s.capacity:
+            floor = None if baseline else self.incumbent_value()
+            trial.set_user_attr("floor", floor)
+            return evaluate_capacity(
+                self.runner,
+                res,
+                workload=s.workload,
+                slos=s.latency_slos,
+                search=s.search,
+                slot=slot,
+                run_dir=trial_dir,
+                floor=floor,
+                stop=self.stop.is_set,
+            )
+        rate = None if baseline else reference_rate(s)
+        guard = runaway_guard(s, rate) if rate is not None else None
+        if guard is not None:
+            trial.set_user_attr("guard", guard_record(guard, rate))
+        return evaluate(
+            self.runner,
+            res,
+            workload=s.workload,
+            slot=slot,
+            run_dir=trial_dir,
+            requests=s.requests,
+            should_stop=self._should_stop(trial),
+            guard=guard,
+        )
+
+    def incumbent_value(self) -> float | None:
+        """The best feasible trial's primary value so far (a capacity trial's floor), else None."""
+        best = pick_best(self.s.summaries(), self.s.objectives)
+        return best.values[0] if best is not None and best.values else None
 
     def _should_stop(self, trial) -> Callable[[int, Any], bool]:
         """The benchmark's `should_stop`: Ctrl-C, or the pruner at a checkpoint.
@@ -252,6 +318,9 @@ class TrialDriver:
                 ),
             )
         trial.set_user_attr("metrics", prior.user_attrs.get("metrics"))
+        for key in ("capacity", "pruned"):
+            if key in prior.user_attrs:
+                trial.set_user_attr(key, prior.user_attrs[key])
         self._constrain(trial, prior.user_attrs.get("metrics") or {})
         if prior.state == TrialState.PRUNED:
             self.s.study.tell(trial, state=TrialState.PRUNED)

@@ -1,8 +1,12 @@
-"""Objectives (`--objective throughput,p99_ttft`) and SLOs (`--slo p99_ttft_ms<=2000`).
+"""Objectives (`--objective throughput,p99_ttft`, `--objective capacity`) and SLOs (`--slo p99_ttft_ms<=2000`).
 
 An objective names a metric of the benchmark and a direction. An SLO is a bound on a metric;
 Optuna sees it as a constraint value `c` (feasible when `c <= 0`) through `constraints_func`.
 Metric names are the keys of the benchmark's metrics, flattened (`servetune bench --json`).
+
+`capacity` is different: each trial is a capacity search (`servetune.runner.measure_capacity`)
+and its `--slo` are latency SLOs (`servetune.bench.slo.parse_slos`) that define the capacity,
+not constraints on a run; it is the study's only objective.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ class Objective:
         """The metric's value, or None when the run did not produce it."""
         return metric_value(metrics, self.metric)
 
+    @property
+    def is_throughput(self) -> bool:
+        """A closed-loop throughput figure (req/s or tok/s), the objectives the runaway guard watches."""
+        return self.metric.startswith("comparable_")
+
 
 # Throughput objectives use the steady-state figures: ramp-up and drain are trimmed, so runs
 # of different lengths (and pruned partial runs) compare.
@@ -40,6 +49,10 @@ _THROUGHPUT = {
     "token_throughput": ("comparable_output_throughput", "tok/s"),
     "output_throughput": ("comparable_output_throughput", "tok/s"),
 }
+CAPACITY = "capacity"
+"""The capacity objective's name: the highest Poisson rate (req/s) at which every latency SLO holds."""
+CAPACITY_METRIC = "capacity_request_rate"
+"""The flat metric a capacity trial stores its capacity under."""
 _LATENCY = re.compile(r"^(?P<pct>p\d+|mean|median)_(?P<what>ttft|tpot|itl|e2e|e2el)$")
 
 
@@ -49,7 +62,16 @@ def parse_objectives(text: str | list[str] | tuple[str, ...]) -> tuple[Objective
     if not items:
         raise SpecError("--objective is empty", help="use throughput, token_throughput or e.g. throughput,p99_ttft")
     objectives = []
+    if CAPACITY in items and len(items) > 1:
+        raise SpecError(
+            f"--objective capacity is searched alone, but got {','.join(items)}",
+            key_path="--objective",
+            help="use --objective capacity with latency --slo bounds, or throughput objectives without it",
+        )
     for item in items:
+        if item == CAPACITY:
+            objectives.append(Objective(CAPACITY, CAPACITY_METRIC, "maximize", "req/s"))
+            continue
         if item in _THROUGHPUT:
             metric, unit = _THROUGHPUT[item]
             objectives.append(Objective(item, metric, "maximize", unit))
@@ -59,12 +81,12 @@ def parse_objectives(text: str | list[str] | tuple[str, ...]) -> tuple[Objective
             what = "e2e_latency" if m["what"] in ("e2e", "e2el") else m["what"]
             objectives.append(Objective(item.removesuffix("_ms"), f"{m['pct']}_{what}_ms", "minimize", "ms"))
             continue
-        hint = did_you_mean(item, [*_THROUGHPUT, "p99_ttft", "p99_tpot", "p99_e2e", "p50_ttft"])
+        hint = did_you_mean(item, [*_THROUGHPUT, CAPACITY, "p99_ttft", "p99_tpot", "p99_e2e", "p50_ttft"])
         raise SpecError(
             f"unknown objective {item!r}",
             key_path="--objective",
             help=(f"did you mean {hint!r}? " if hint else "")
-            + "objectives: throughput, token_throughput, or a latency percentile like p99_ttft, p50_tpot, p99_e2e",
+            + "objectives: throughput, token_throughput, capacity, or a latency percentile like p99_ttft, p99_e2e",
         )
     names = [o.name for o in objectives]
     if len(set(names)) != len(names):

@@ -19,6 +19,8 @@ from servetune.tuner._result import TuneResult
 from servetune.tuner._storage import redact_url
 
 _KEEP_METRICS = (
+    "capacity_request_rate",
+    "capacity_goodput",
     "comparable_request_throughput",
     "comparable_output_throughput",
     "request_throughput",
@@ -76,6 +78,8 @@ def build_preset(result: TuneResult, *, name: str | None = None) -> dict[str, An
         "sglang_version": meta.get("sglang_version"),
         "pins": meta.get("pins"),
     }
+    if meta.get("capacity"):
+        evidence["capacity"] = _capacity_evidence(meta["capacity"], best, base, ratio)
     if best.fixed:
         evidence["fixed"] = best.fixed
     preset = {
@@ -138,6 +142,24 @@ def _brief_confirmation(conf: dict[str, Any] | None) -> dict[str, Any] | None:
         for f in conf.get("finalists", [])
     ]
     return out
+
+
+def _capacity_evidence(meta: dict[str, Any], best, base, ratio: float | None) -> dict[str, Any]:
+    """The SLOs, the search settings, and the capacity of the best and the baseline (req/s)."""
+
+    def cap(t) -> dict[str, Any] | None:
+        if t is None or not t.capacity:
+            return None
+        c = t.capacity
+        return {"request_rate": c.get("request_rate"), "goodput": c.get("goodput"), "steps": len(c.get("steps") or [])}
+
+    return {
+        "slos": meta.get("slos"),
+        "search": meta.get("search"),
+        "best": cap(best),
+        "baseline": cap(base),
+        "ratio": ratio,
+    }
 
 
 def _count_states(result: TuneResult) -> dict[str, int]:

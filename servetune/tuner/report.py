@@ -99,7 +99,16 @@ def print_report(result: TuneResult) -> None:
         f"study [bold]{result.study}[/] in {redact_url(result.storage)}: model {result.meta.get('model')}, "
         f"workload {result.meta.get('workload')}, SGLang {result.meta.get('sglang_version')}"
     )
-    if result.slos:
+    capacity = result.meta.get("capacity")
+    if capacity:
+        search = capacity.get("search") or {}
+        console.print(
+            "capacity at " + ", ".join(capacity.get("slos") or [])
+            + f": the highest Poisson rate at which every SLO holds (search: start {search.get('start_rate')} req/s, "
+            f"resolution {search.get('resolution')}, {search.get('step_s')} s or {search.get('min_requests')} "
+            "requests per step; later trials start at the incumbent's capacity)"
+        )  # fmt: skip
+    elif result.slos:
         console.print("SLOs: " + ", ".join(result.slos))
     table = Table(show_lines=False)
     for col in ("#", "state", "source", *(o["name"] for o in result.objectives), "params", "note"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from servetune.cli.tune import _Progress
 from servetune.tuner.events import (
     BestSoFar,
     Confirmed,
@@ -13,6 +12,7 @@ from servetune.tuner.events import (
     StudyStarted,
     TrialFinished,
 )
+from servetune.tuner.progress import TuneProgress as _Progress
 
 
 def _start(progress: _Progress, done: int = 0) -> None:

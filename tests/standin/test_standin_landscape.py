@@ -78,3 +78,19 @@ def test_noise_is_seeded():
     factor = lambda **kw: Engine(cfg, Knobs(**kw))._run_factor  # noqa: E731
     assert factor() == 1.0
     assert factor(noise=0.1, seed=3) == factor(noise=0.1, seed=3) != factor(noise=0.1, seed=4)
+
+
+def test_sdpa_mm_attention_is_the_planted_config_twenty_times_slower():
+    """`--mm-attention-backend sdpa` multiplies prefill and decode times by 20 (the runaway guard's
+    case); another backend leaves the landscape as it is."""
+    from servetune.testing.standin import expected_throughput
+
+    load = dict(concurrency=64, input_tokens=128, output_tokens=64)
+    base = expected_throughput([], **load).request_throughput
+    slow = expected_throughput(["--mm-attention-backend", "sdpa"], **load).request_throughput
+    assert expected_throughput(["--mm-attention-backend", "fa3"], **load).request_throughput == base
+    assert base / slow == pytest.approx(20.0, rel=0.02)
+    ns = build_parser().parse_args(["--model-path", "m", "--mm-attention-backend", "sdpa"])
+    slow_engine = Engine(resolve(ns), Knobs())
+    plain = Engine(resolve(build_parser().parse_args(["--model-path", "m"])), Knobs())
+    assert slow_engine._decode_step_ms(8, 0) == pytest.approx(20 * plain._decode_step_ms(8, 0))

@@ -71,6 +71,9 @@ effect, KV capacity, start-up delay). Resolution of unset fields:
 - *Decode step* for a running batch b: `8 + 0.1 * b`, plus 8 when b exceeds
   `cuda_graph_max_bs_decode` (eager launch), plus `3 + 0.002 * min(chunked_prefill_size,
   prefill tokens)` while a prefill runs.
+- *A planted slow config.* `--mm-attention-backend sdpa` multiplies prefill and decode times by
+  20 (`_rules.SLOW_MM_ATTENTION`), as that flag made SGLang 18x slower on the H200: the case
+  the runaway guard (`too_slow`) exists for.
 
 The defaults are therefore not the optimum: at 64 concurrent requests the decode graph (32)
 is too narrow, single-use images prefer `cuda_ipc`, repeated images prefer `cpu` with the

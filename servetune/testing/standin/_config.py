@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
     p.add_argument("--attention-backend", default=None)
     p.add_argument("--decode-attention-backend", default=None)
+    p.add_argument("--mm-attention-backend", default=None)
     p.add_argument("--mm-preprocess-cache-size-mb", type=int, default=None)
     p.add_argument("--load-format", default="auto")
     _bool_flag(p, "--disable-radix-cache")

@@ -67,6 +67,7 @@ class Engine:
         self.media_cache_on = self.transport == "cpu" and env.get("SGLANG_VLM_CACHE_SIZE_MB", "") != "0"
         self.ipc_pool_mb = _int_or(env.get("SGLANG_MM_FEATURE_CACHE_MB"), 0)
         self.oom_under_load = _rules.ooms_under_load(resolved)
+        self.slowdown = _rules.slowdown(resolved)
         self._cond = threading.Condition()
         self._queue: deque[int] = deque()
         self._ticket = 0
@@ -159,7 +160,7 @@ class Engine:
         return 8.0 + size_kb / 100.0
 
     def _decode_step_ms(self, batch: int, prefill_tokens: int) -> float:
-        return _rules.decode_step_ms(batch, self.graph_bs, self.chunk, prefill_tokens)
+        return _rules.decode_step_ms(batch, self.graph_bs, self.chunk, prefill_tokens) * self.slowdown
 
     def _wait_prefill_turn(self) -> None:
         if self.interval <= 0:
@@ -190,7 +191,7 @@ class Engine:
                     cost = self._image_ms(url, running)
                     with self._lane:
                         self._sleep(cost, rng)
-                self._sleep(_rules.prefill_ms(tokens, self.chunk), rng)
+                self._sleep(_rules.prefill_ms(tokens, self.chunk) * self.slowdown, rng)
             finally:
                 with self._cond:
                     self._prefilling -= tokens

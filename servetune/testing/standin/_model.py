@@ -84,6 +84,7 @@ class _Sim:
         self.interval = int(cfg["prefill_decode_interval"] or 0)
         self.stream_interval = int(cfg["stream_interval"])
         self.oom_under_load = _rules.ooms_under_load(cfg)
+        self.slowdown = _rules.slowdown(cfg)
         self.max_chunks = max_chunks
         self.now = 0.0
         self.events: list[tuple[float, int, object]] = []
@@ -103,7 +104,7 @@ class _Sim:
         heapq.heappush(self.events, (t, self.seq, fn))
 
     def decode_step_ms(self) -> float:  # `Engine._decode_step_ms`
-        return _rules.decode_step_ms(self.decoding, self.graph_bs, self.chunk, self.prefilling)
+        return _rules.decode_step_ms(self.decoding, self.graph_bs, self.chunk, self.prefilling) * self.slowdown
 
     def admit(self) -> None:  # `Engine._admit`: FCFS, head of line blocks
         while self.queue and not self.failed:
@@ -138,7 +139,8 @@ class _Sim:
             req = self.waiting_prefill.popleft()
             tokens = req["tokens"]
             self.prefilling += tokens
-            self.at(self.now + _rules.prefill_ms(tokens, self.chunk), lambda r=req: self.prefill_done(r))
+            prefill = _rules.prefill_ms(tokens, self.chunk) * self.slowdown
+            self.at(self.now + prefill, lambda r=req: self.prefill_done(r))
 
     def prefill_done(self, req) -> None:
         self.prefilling -= req["tokens"]

@@ -19,6 +19,15 @@ MIXED_PREFILL_BASE_MS = 3.0
 MIXED_PREFILL_PER_TOKEN_MS = 0.002
 PREFILL_PER_CHUNK_MS = 1.5
 PREFILL_PER_TOKEN_MS = 0.01
+SLOW_MM_ATTENTION = {"sdpa": 20.0}
+"""`mm_attention_backend` values that multiply prefill and decode times: on the H200, SGLang with
+`--mm-attention-backend sdpa` served 18x fewer requests per second (1.05 against 19.5 req/s), so
+the stand-in has a planted config about 20x slower than the rest (the runaway guard's test case)."""
+
+
+def slowdown(resolved: dict[str, Any]) -> float:
+    """How many times slower than its landscape this config runs (`SLOW_MM_ATTENTION`, else 1)."""
+    return SLOW_MM_ATTENTION.get(str(resolved.get("mm_attention_backend")), 1.0)
 
 
 def effective_chunk(resolved: dict[str, Any]) -> int:

@@ -52,6 +52,7 @@ class State:
             internal_states=[self.engine.stats()],
             standin={
                 "kv_capacity_tokens": self.engine.capacity,
+                "slowdown": self.engine.slowdown,
                 "start_delay_s": self.knobs.start_delay_s,
                 "warmup_s": self.knobs.warmup_s,
                 "time_scale": self.knobs.time_scale,

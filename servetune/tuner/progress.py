@@ -1,0 +1,110 @@
+"""`servetune tune`'s progress on stderr: a rich bar (launches done, best so far, ETA) and one line
+per finished trial, drawn from the study's events (`servetune.tuner.events`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servetune.tuner._storage import redact_url as _redact
+
+
+class TuneProgress:
+    """A rich progress bar on stderr: trials done, best so far, ETA; one line per finished trial."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> TuneProgress:
+        if not self.enabled:
+            return self
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.console = Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("[bold]tune[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[best]}"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def event(self, event: Any) -> None:
+        """Show one `servetune.tuner.events` event."""
+        from servetune.tuner import events as ev
+
+        if self._progress is None:
+            return
+        p = self._progress
+        if isinstance(event, ev.StudyStarted):
+            done = min(event.done, event.trials)
+            self._task = p.add_task("tune", total=event.trials, completed=done, best="")
+            p.console.print(
+                f"study [bold]{event.study}[/] in {_redact(event.storage)}; {len(event.space)} dimensions, "
+                f"{event.slots} parallel slot(s); {event.requests} requests per trial; "
+                f"{event.done} trial(s) already done"
+            )
+            if event.dropped:
+                p.console.print("left out of the space: " + ", ".join(f"{k} ({v})" for k, v in event.dropped.items()))
+        elif isinstance(event, ev.LostTrials):
+            p.console.print(f"[yellow]marked failed (worker gone), retry queued: trials {list(event.trials)}[/]")
+        elif isinstance(event, ev.TrialFinished) and self._task is not None:
+            self._trial_line(p, event)
+        elif isinstance(event, ev.Converged):
+            p.console.print(
+                f"[yellow]stopping after {event.done} launches: the sampler proposed {event.reproposals} "
+                "measured configs in a row (converged, or the space is used up)[/]"
+            )
+        elif isinstance(event, ev.ConfirmRound):
+            p.console.print(f"re-measuring trial {event.trial} (round {event.round}/{event.rounds})")
+        elif isinstance(event, ev.Confirmed):
+            for f in event.finalists:
+                if f["median"] is not None:
+                    p.console.print(
+                        f"trial {f['trial']}: {f['median']:.3f}x baseline (min {f['min']:.3f}, max {f['max']:.3f}, "
+                        f"{len(f['ratios'])} rounds)"
+                    )
+            if event.note:
+                p.console.print(f"[yellow]{event.note}[/]")
+        elif isinstance(event, ev.ConfirmSkipped):
+            p.console.print(f"no re-measurement: {event.why}")
+
+    def _trial_line(self, p: Any, event: Any) -> None:
+        best = event.best
+        best_text = "" if not best else f"best {best.values[0]:.4g} (trial {best.number})"
+        if event.done is not None:
+            p.update(self._task, completed=min(event.done, event.total if event.total is not None else event.done))
+        p.update(self._task, best=best_text)
+        if event.state == "FAIL":
+            f = event.failure or {}
+            line = (
+                f"[red]FAIL[/] {f.get('class')}: "
+                f"{str(f.get('message', '')).splitlines()[0][:120] if f.get('message') else ''}"
+            )
+        elif event.state == "COMPLETE":
+            vals = ", ".join(f"{v:.4g}" for v in event.values or ())
+            line = f"[green]ok[/] {vals}" + ("" if event.feasible else " [yellow](violates SLO)[/]")
+            if event.duplicate_of is not None:
+                line += f" (same config as trial {event.duplicate_of}, not relaunched)"
+        else:
+            line = f"[yellow]{event.state.lower()}[/]"
+        p.console.print(f"trial {event.number:>3} {event.source[:8]:<8} {line}")
