@@ -14,12 +14,13 @@ every trial, baseline and confirmation run from it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servetune.errors import SpecError
+from servetune.errors import SpecError, did_you_mean
 from servetune.schema.catalog import Catalog
 from servetune.schema.decision import ResolvedConfig
 from servetune.schema.facts import (
@@ -31,6 +32,7 @@ from servetune.schema.facts import (
     sglang_memory_defaults,
 )
 from servetune.schema.preset import Preset
+from servetune.secrets import is_secret_name, register, register_env
 
 if TYPE_CHECKING:
     from servetune.rules.engine import LayerInput
@@ -68,6 +70,12 @@ class Resolution:
         from servetune.render import render_env
 
         return render_env(self.config)
+
+    @property
+    def api_key(self) -> str | None:
+        """The server's `api_key` when one was decided (a pin, a preset): the benchmark client sends it."""
+        resolved = self.config.fields.get("api_key")
+        return str(resolved.value) if resolved is not None and resolved.value else None
 
     def requested(self) -> dict[str, Any]:
         """`{field: value}` of decided server fields (plus `model_path`)."""
@@ -128,17 +136,45 @@ def _hardware(gpu: str | None, hardware: str | Path | HardwareProfile | None) ->
     return hw.detect()
 
 
-def _check_pin_names(pins: Mapping[str, Any], env_pins: Mapping[str, Any]) -> None:
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_LAUNCHER_FIELDS = {
+    "model_path": ("the model is chosen with --model", "use --model PATH (its config.json feeds the rules)"),
+    "host": ("the launcher sets --host itself", "use `servetune launch --host ADDR`"),
+    "port": ("the launcher sets --port itself", "use `servetune launch --port N` (bench and tune pick free ports)"),
+}
+
+
+def _check_pin_names(pins: Mapping[str, Any], env_pins: Mapping[str, Any], catalog: Catalog) -> None:
+    """Refuse pins that would not mean what they say: bad env names, and fields the launcher sets itself."""
     for key in env_pins:
-        if not key.isupper() or key.islower():
+        if _ENV_NAME.match(key):
+            continue  # SGLANG_* names are checked against the catalog when resolving (with a did-you-mean)
+        if _ENV_NAME.match(key.upper()):
             raise SpecError(
                 f"--env takes an environment variable name, but got {key!r}", help="use --set for SGLang fields"
             )
+        cleaned = re.sub(r"[^A-Z0-9_]+", "_", key.upper()).strip("_")
+        guess = did_you_mean(cleaned, catalog.env) or (cleaned if _ENV_NAME.match(cleaned) else None)
+        raise SpecError(
+            f"--env takes an environment variable name (A-Z, 0-9 and _ only), but got {key!r}",
+            help=f"did you mean --env {guess}=...?" if guess else "write --env NAME=VALUE",
+        )
     for key in pins:
         if key.isupper() and not key.islower():
             raise SpecError(
                 f"--set takes an SGLang field name, but got the env var {key!r}", help=f"use --env {key}=..."
             )
+        if key in _LAUNCHER_FIELDS:
+            why, fix = _LAUNCHER_FIELDS[key]
+            raise SpecError(f"--set {key} cannot be pinned: {why}, so the pin would not be what runs", help=fix)
+
+
+def _register_secrets(catalog: Catalog, values: Mapping[str, Any]) -> None:
+    """Register the values of secret fields and env vars (`FieldSpec.secret`, `is_secret_name`)."""
+    for key, value in values.items():
+        spec = catalog.fields.get(key) or catalog.env.get(key)
+        if (spec is not None and spec.secret) or (spec is None and is_secret_name(key)):
+            register(str(value))
 
 
 @dataclass(frozen=True)
@@ -218,7 +254,9 @@ class Context:
             workload = load_workload(workload)
         pins = parse_assignments(sets, option="--set")
         env_pins = parse_assignments(envs, option="--env")
-        _check_pin_names(pins, env_pins)
+        _check_pin_names(pins, env_pins, catalog)
+        register_env()
+        _register_secrets(catalog, {**pins, **env_pins})
         if nnodes is not None:
             pins["nnodes"] = nnodes
         if tp is not None:
@@ -282,6 +320,8 @@ class Context:
             )
         rules_on = self.use_rules if use_rules is None else use_rules
         config = resolve(self.facts, self.rules, self.catalog, layers, use_rules=rules_on)
+        # the one side effect: a secret a preset or rule decided is hidden from every writer from now on
+        _register_secrets(self.catalog, config.values())
         return Resolution(
             facts=self.facts,
             config=config,

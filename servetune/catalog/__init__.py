@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from servetune.catalog.values import coerce_env, coerce_field, env_text, is_env_name, unknown_key_error
 from servetune.errors import CatalogError, UnknownNameError, did_you_mean
 from servetune.schema.catalog import Catalog, EnvSpec, FieldSpec
+from servetune.secrets import is_secret_field, is_secret_name
 
 __all__ = [
     "Catalog",
@@ -46,6 +47,8 @@ __all__ = [
     "installed_sglang_version",
     "is_env_name",
     "load_catalog",
+    "mark_secrets",
+    "secret_names",
     "sync",
     "unknown_key_error",
     "version_key",
@@ -99,9 +102,36 @@ def load_catalog(version: str) -> Catalog:
         )
     resource = catalog_dir().joinpath(f"{version}.json")
     try:
-        return Catalog.model_validate_json(resource.read_text(encoding="utf-8"))
+        return mark_secrets(Catalog.model_validate_json(resource.read_text(encoding="utf-8")))
     except ValidationError as exc:
         raise CatalogError(f"the shipped catalog {version}.json is invalid: {exc}") from exc
+
+
+_TEXT_TYPES = ("str", "any", "json")
+
+
+def mark_secrets(catalog: Catalog) -> Catalog:
+    """`catalog` with `secret=True` on the text-typed fields and env vars that carry credentials."""
+    fields = {
+        name: spec.model_copy(update={"secret": True})
+        for name, spec in catalog.fields.items()
+        if spec.type in _TEXT_TYPES and spec.action == "store" and is_secret_field(name)
+    }
+    env = {
+        name: spec.model_copy(update={"secret": True})
+        for name, spec in catalog.env.items()
+        if spec.type in _TEXT_TYPES and is_secret_name(name)
+    }
+    if not fields and not env:
+        return catalog
+    return catalog.model_copy(update={"fields": {**catalog.fields, **fields}, "env": {**catalog.env, **env}})
+
+
+def secret_names(catalog: Catalog) -> frozenset[str]:
+    """Names of the catalog's fields and env vars that carry credentials."""
+    return frozenset(
+        [n for n, s in catalog.fields.items() if s.secret] + [n for n, s in catalog.env.items() if s.secret]
+    )
 
 
 def installed_sglang_version() -> str | None:

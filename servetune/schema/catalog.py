@@ -43,6 +43,10 @@ class FieldSpec(BaseModel):
     """True when SGLang's `--config` YAML accepts the field (store or store_true, single value)."""
     help: str = ""
     """SGLang's help text for the flag."""
+    secret: bool = Field(default=False, exclude=True)
+    """True when the field carries a credential (`api_key`, `admin_api_key`, `ssl_keyfile_password`):
+    its value is registered with `servetune.secrets` and every artefact shows `<redacted>`. Set when the
+    catalog loads (`servetune.secrets.is_secret_field`), not stored in the snapshot."""
 
 
 class EnvSpec(BaseModel):
@@ -56,6 +60,9 @@ class EnvSpec(BaseModel):
     """Value type as SGLang parses it (`EnvBool`, `EnvInt`, ...); `str` when read raw."""
     default: Any = None
     """SGLang's default when the variable is unset."""
+    secret: bool = Field(default=False, exclude=True)
+    """True when the variable carries a credential (`SGLANG_S3_SECRET_ACCESS_KEY`, `*_TOKEN`): its value
+    is registered with `servetune.secrets`. Set when the catalog loads, not stored in the snapshot."""
 
 
 class Catalog(BaseModel):
