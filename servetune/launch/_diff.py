@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from servetune.secrets import REDACTED, redact
+
 FieldStatus = Literal["same", "changed", "resolved", "missing"]
 
 
@@ -52,7 +54,7 @@ class ServerInfoDiff(BaseModel):
         width = max(len(f.field) for f in rows)
         lines = [f"{'field'.ljust(width)}  {'status':8}  requested -> effective"]
         lines += [f"{f.field.ljust(width)}  {f.status:8}  {f.requested!r} -> {f.effective!r}" for f in rows]
-        return "\n".join(lines)
+        return redact("\n".join(lines))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -68,18 +70,25 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def diff_server_info(requested: Mapping[str, Any], server_info: Mapping[str, Any]) -> ServerInfoDiff:
-    """Compare requested fields with `/server_info`; SGLANG_* env names are skipped (not reported there)."""
+    """Compare requested fields with `/server_info`; SGLANG_* env names are skipped (not reported there).
+
+    Secret values (`servetune.secrets`) are recorded as `<redacted>`; a secret the server reports
+    hidden (`<redacted>`, as SGLang's `/server_info` may) counts as `same`.
+    """
     rows: list[FieldDiff] = []
     for name, want in requested.items():
         if name.startswith("SGLANG_"):
             continue
         if name not in server_info:
-            rows.append(FieldDiff(field=name, requested=want, status="missing"))
+            rows.append(FieldDiff(field=name, requested=redact(want), status="missing"))
             continue
         got = server_info[name]
+        shown_want, shown_got = redact(want), redact(got)
         if want is None:
             status: FieldStatus = "resolved"
+        elif shown_want != want and shown_got in (REDACTED, shown_want):
+            status = "same"
         else:
             status = "same" if _same(want, got) else "changed"
-        rows.append(FieldDiff(field=name, requested=want, effective=got, status=status))
+        rows.append(FieldDiff(field=name, requested=shown_want, effective=shown_got, status=status))
     return ServerInfoDiff(fields=rows)

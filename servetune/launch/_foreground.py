@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from servetune.launch._options import LaunchOptions
 from servetune.launch._rundir import default_run_dir, redact_argv, redact_env, write_facts, write_resolved
 from servetune.launch._server import ServerHandle, check_launch, start_server
+from servetune.secrets import redact_text
 
 
 class LogFollower:
@@ -48,7 +49,7 @@ class LogFollower:
             buf += chunk
             *lines, buf = buf.split(b"\n")
             for line in lines:
-                self.out.write(self.prefix + line.decode("utf-8", errors="replace") + "\n")
+                self.out.write(self.prefix + redact_text(line.decode("utf-8", errors="replace")) + "\n")
             self.out.flush()
             if stopping:
                 return

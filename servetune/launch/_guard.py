@@ -86,8 +86,11 @@ def _stop_group(child: subprocess.Popen, grace_s: float) -> None:
 
 def _exit_like(returncode: int) -> None:
     """Leave with the server's status: its exit code, or death by the signal that killed it."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # the log is a pipe to servetune, which may be gone
+            pass
     if returncode >= 0:
         os._exit(returncode)
     sig = -returncode
@@ -185,7 +188,10 @@ def main(argv: list[str] | None = None) -> None:
     _report(args.status_fd, f"pid {child.pid}")
     why = _watch(child, args.parent, wake_r)
     if why == "orphaned":
-        print(f"servetune guard: servetune (pid {args.parent}) is gone; stopping the server", flush=True)
+        try:
+            print(f"servetune guard: servetune (pid {args.parent}) is gone; stopping the server", flush=True)
+        except OSError:  # stdout is servetune's log pipe: nobody reads it any more
+            pass
     if why != "exited":
         _stop_group(child, args.grace)
     code = child.wait()

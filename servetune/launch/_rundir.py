@@ -1,20 +1,30 @@
-"""Run directories: one per launch/bench/trial, holding what is needed to reproduce and explain it."""
+"""Run directories: one per launch/bench/trial, holding what is needed to reproduce and explain it.
+
+Every file written here passes through `servetune.secrets.redact` (the JSON/YAML writers, argv.txt,
+env.json) and the server's log is written through a redacting copy (`RedactedLog`), so a secret
+registered by the resolution (`api_key`, an `*_TOKEN` env var) never reaches a run directory.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
 import json
 import os
 import re
+import select
+import termios
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from servetune.secrets import REDACTED, is_secret_name, redact, redactor
+
 RUNS_DIR_ENV = "SERVETUNE_RUNS_DIR"
 """Where new run directories go when none is given (default `./runs`)."""
-REDACTED = "<redacted>"
-_SECRET_ENV = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|API_KEY|SECRET|PASSWORD)", re.IGNORECASE)
 _SECRET_FLAG = re.compile(r"^--[a-z0-9-]*(api-key|-key|-token|secret|password)$", re.IGNORECASE)
 _counter = itertools.count()
 
@@ -40,14 +50,16 @@ def default_run_dir(kind: str) -> Path:
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of `env` with secrets (HF_TOKEN, *_TOKEN, *_KEY, *API_KEY*, *SECRET*, *PASSWORD*) replaced."""
-    return {k: (REDACTED if _SECRET_ENV.search(k) and v else v) for k, v in env.items()}
+    return {k: (REDACTED if is_secret_name(k) and v else redact(v)) for k, v in env.items()}
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    """A copy of `argv` with the values of secret flags (`--api-key V`, `--api-key=V`, `--*-token V`) replaced."""
+    """A copy of `argv` with the values of secret flags (`--api-key V`, `--api-key=V`, `--*-token V`) and
+    every registered secret replaced."""
     out: list[str] = []
     hide_next = False
     for arg in argv:
+        arg = redact(arg)
         if hide_next and not arg.startswith("--"):
             out.append(REDACTED)
             hide_next = False
@@ -87,12 +99,12 @@ def _plain(obj: Any) -> Any:
 def _write_yaml(path: Path, data: Any) -> Path:
     import yaml
 
-    path.write_text(yaml.safe_dump(_plain(data), sort_keys=False, allow_unicode=True))
+    path.write_text(yaml.safe_dump(redact(_plain(data)), sort_keys=False, allow_unicode=True))
     return path
 
 
 def _write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(_plain(data), indent=2, sort_keys=False) + "\n")
+    path.write_text(json.dumps(redact(_plain(data)), indent=2, sort_keys=False) + "\n")
     return path
 
 
@@ -140,3 +152,78 @@ def write_server_info_diff(run_dir: Path, diff: Any) -> Path:
 def write_json(run_dir: Path, name: str, data: Any) -> Path:
     """Any other JSON record of the run (e.g. `server_info.json`, `result.json`)."""
     return _write_json(Path(run_dir) / name, data)
+
+
+class RedactedLog:
+    """`server.log` written through a redacting copy: the server writes into a pipe (`fd`), and a
+    thread appends what it reads, line by line and redacted, to the file.
+
+    A copy rather than rewriting the file at stop: the log is followed live (`servetune launch`),
+    read for failure tails while the server runs, and must hold no secret even when servetune is
+    killed before it could rewrite anything. Lines end at `\\n` or `\\r`; a line without an end is
+    held back (up to 1 MiB) so that a secret is never split across two writes.
+    """
+
+    _MAX_PENDING = 1 << 20
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._read_fd, self.fd = os.pipe()
+        self._file = open(self.path, "ab")  # noqa: SIM115 (closed by the copy thread)
+        self._busy = False
+        self._thread = threading.Thread(target=self._copy, name="servetune-server-log", daemon=True)
+        self._thread.start()
+
+    def close_writer(self) -> None:
+        """Close this process's write end (after the server started with it): EOF comes when the server's
+        processes are gone."""
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+
+    def flush(self, timeout_s: float = 2.0) -> None:
+        """Wait until what the server has written so far is in the file (or `timeout_s` passed)."""
+        deadline = time.monotonic() + timeout_s
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            if not self._busy and self._pending() == 0:
+                return
+            time.sleep(0.005)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Close the write end and wait for the copy to reach EOF (the server's group must be gone)."""
+        self.close_writer()
+        self._thread.join(timeout_s)
+
+    def _pending(self) -> int:
+        try:
+            return int.from_bytes(fcntl.ioctl(self._read_fd, termios.FIONREAD, b"\0\0\0\0"), "little")
+        except OSError:
+            return 0
+
+    def _copy(self) -> None:
+        held = b""
+        try:
+            while True:
+                ready, _, _ = select.select([self._read_fd], [], [], 0.5)
+                if not ready:
+                    continue
+                self._busy = True
+                chunk = os.read(self._read_fd, 65536)
+                if not chunk:
+                    break
+                held += chunk
+                cut = max(held.rfind(b"\n"), held.rfind(b"\r")) + 1
+                if cut == 0 and len(held) > self._MAX_PENDING:
+                    cut = len(held)
+                if cut:
+                    self._file.write(redactor.redact_bytes(held[:cut]))
+                    self._file.flush()
+                    held = held[cut:]
+                self._busy = False
+            if held:
+                self._file.write(redactor.redact_bytes(held))
+        finally:
+            self._busy = False
+            self._file.close()
+            os.close(self._read_fd)

@@ -25,7 +25,14 @@ from servetune.launch._options import LaunchOptions, argv_value, check_command, 
 from servetune.launch._ports import PortReservation, reserve_launch_port
 from servetune.launch._proc import any_running, create_time, descendants, group_alive, signal_group
 from servetune.launch._record import SERVER_ID_ENV, new_server_id, write_server_record
-from servetune.launch._rundir import default_run_dir, write_argv, write_env, write_json, write_server_info_diff
+from servetune.launch._rundir import (
+    RedactedLog,
+    default_run_dir,
+    write_argv,
+    write_env,
+    write_json,
+    write_server_info_diff,
+)
 from servetune.launch._spawn import spawn_guarded
 
 __all__ = ["ServerHandle", "check_launch", "start_server"]
@@ -70,6 +77,7 @@ class ServerHandle:
         self._stopped = False
         self._gpu_baseline: dict[int, float] | None = None
         self._create_time = create_time(self.pid)
+        self.server_log: RedactedLog | None = None
 
     def __repr__(self) -> str:
         return f"ServerHandle(pid={self.pid}, url={self.url!r}, run_dir={str(self.run_dir)!r})"
@@ -98,14 +106,19 @@ class ServerHandle:
 
     def log_tail(self, lines: int | None = None) -> str:
         """The last lines of server.log."""
-        return read_tail(self.log_path, lines or self.options.log_tail_lines)
+        return self._read_tail(lines or self.options.log_tail_lines)
+
+    def _read_tail(self, lines: int) -> str:
+        if self.server_log is not None:
+            self.server_log.flush()
+        return read_tail(self.log_path, lines)
 
     def failure(self) -> str | None:
         """The failure class of an exited server, None while it runs."""
         code = self.proc.poll()
         if code is None:
             return None
-        return classify_failure(code, read_tail(self.log_path, 400))
+        return classify_failure(code, self._read_tail(400))
 
     def check_alive(self) -> None:
         """Raise `LaunchError` (classified, with the log tail) when the server has exited."""
@@ -114,7 +127,7 @@ class ServerHandle:
             raise self._exit_error("the server exited", code)
 
     def _exit_error(self, what: str, code: int) -> LaunchError:
-        failure = classify_failure(code, read_tail(self.log_path, 400))
+        failure = classify_failure(code, self._read_tail(400))
         return LaunchError(
             f"{what} ({describe_exit(code)}): {FAILURE_PHRASE.get(failure, failure)}",
             failure=failure,
@@ -246,6 +259,8 @@ class ServerHandle:
             if self._reservation is not None:
                 self._reservation.release()
             _registry.untrack(self)
+            if self.server_log is not None:
+                self.server_log.close()
             self.stop_s = time.monotonic() - t0
         if self.options.wait_gpu_release:
             from servetune.launch._gpu import wait_gpu_memory_released
@@ -326,10 +341,16 @@ def start_server(
     started_at = time.time()
     t0 = time.monotonic()
     try:
-        with open(log_path, "ab") as log_fh:
+        server_log = RedactedLog(log_path)  # the log passes through servetune.secrets on its way to the file
+        try:
             proc, pid = spawn_guarded(
-                full, {**os.environ, **server_env, SERVER_ID_ENV: server_id}, log_fh, lock_path=reservation.lock_path
+                full,
+                {**os.environ, **server_env, SERVER_ID_ENV: server_id},
+                server_log.fd,
+                lock_path=reservation.lock_path,
             )
+        finally:
+            server_log.close_writer()
     except OSError as exc:
         reservation.release()
         raise LaunchError(
@@ -352,6 +373,7 @@ def start_server(
         headers=headers,
     )
     handle._gpu_baseline = gpu_baseline
+    handle.server_log = server_log
     _registry.track(handle)
     _registry.install_signal_handlers()
     try:

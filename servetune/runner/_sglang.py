@@ -43,12 +43,20 @@ SGLang's drain has nothing to wait for (SGLang 0.5.17 on the H200 still took ove
 
 
 class SglangServer(BaseServer):
-    """A server started by `servetune.launch.start_server`, benchmarked by `servetune.bench`."""
+    """A server started by `servetune.launch.start_server`, benchmarked by `servetune.bench`.
 
-    def __init__(self, handle: ServerHandle, *, client: str = "auto", model: str | None = None) -> None:
+    `api_key` is the server's key (the resolution's pinned `api_key`): every benchmark sends it.
+    """
+
+    def __init__(
+        self, handle: ServerHandle, *, client: str = "auto", model: str | None = None, api_key: str | None = None
+    ) -> None:
+        from servetune.secrets import Secret
+
         self.handle = handle
         self.client = client
         self.model = model
+        self.api_key = Secret(api_key) if api_key else None
         self.url = handle.url
         self.run_dir = handle.run_dir
         self.startup_s = handle.startup_s
@@ -82,6 +90,7 @@ class SglangServer(BaseServer):
             on_progress=on_progress,
             should_stop=should_stop,
             slos=slos,
+            api_key=self.api_key,
         )
 
     def stop(self) -> None:
@@ -138,4 +147,6 @@ class SglangRunner(BaseRunner):
             update["cuda_visible_devices"] = ",".join(gpus)
         options = self.options.model_copy(update=update)
         handle = start_server(resolution.argv(), resolution.env(), resolution.requested(), options)
-        return self.server_class(handle, client=self.client, model=self.model)
+        return self.server_class(
+            handle, client=self.client, model=self.model, api_key=getattr(resolution, "api_key", None)
+        )
