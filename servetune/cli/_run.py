@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 import traceback
 
@@ -15,8 +17,103 @@ except ImportError:  # pragma: no cover - older typer runs on click itself
 from servetune.errors import ServetuneError
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Warnings from servetune's modules as `warning: ...` on the current sys.stderr (tests swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        self.setLevel(logging.WARNING)
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).replace(record.levelname, record.levelname.lower(), 1)
+
+
+def _show_warnings() -> None:
+    logger = logging.getLogger("servetune")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+
+
+class StdoutWriteError(OSError):
+    """Writing to stdout failed (disk full, I/O error): the output, not the command, is at fault."""
+
+
+class _GuardedStdout:
+    """sys.stdout during a command: a failed write or flush raises `StdoutWriteError`."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutWriteError(exc.errno, exc.strerror) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutWriteError(exc.errno, exc.strerror) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so the interpreter's last flush of stdout cannot fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _stdout_error(exc: OSError) -> int:
+    _silence_stdout()
+    print(
+        f"error[output]: cannot write to stdout: {exc.strerror or exc}\n"
+        "   = help: free space on the device stdout goes to, or redirect stdout elsewhere",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def run_app(app: typer.Typer, argv: list[str]) -> int:
     """Run `app` on `argv` and return the process exit code."""
+    _show_warnings()
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)
+    try:
+        code = _invoke(app, argv)
+        try:
+            stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+        except OSError as exc:
+            return _stdout_error(exc)
+        return code
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = stdout
+
+
+def _invoke(app: typer.Typer, argv: list[str]) -> int:
     try:
         result = typer.main.get_command(app).main(args=argv, prog_name="servetune", standalone_mode=False)
     except ServetuneError as exc:
@@ -34,9 +131,16 @@ def run_app(app: typer.Typer, argv: list[str]) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _silence_stdout()
         return 0
+    except StdoutWriteError as exc:
+        return _stdout_error(exc)
     except Exception:
-        print("servetune hit an internal error (this is a bug); please report it with this trace:", file=sys.stderr)
-        traceback.print_exc()
-        return 3
+        return _bug()
     return result if isinstance(result, int) else 0
+
+
+def _bug() -> int:
+    print("servetune hit an internal error (this is a bug); please report it with this trace:", file=sys.stderr)
+    traceback.print_exc()
+    return 3

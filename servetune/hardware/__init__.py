@@ -82,9 +82,20 @@ def load_profile(path: str | Path) -> HardwareProfile:
 
 
 def save_profile(profile: HardwareProfile, path: str | Path) -> None:
-    """Write `profile` as YAML (reloadable with `load_profile`)."""
+    """Write `profile` as YAML (reloadable with `load_profile`).
+
+    Raises:
+        SpecError: The file cannot be written (missing folder, a directory, disk full).
+    """
     data = profile.model_dump(mode="json")
-    Path(path).write_text("# servetune hardware profile\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    text = "# servetune hardware profile\n" + yaml.safe_dump(data, sort_keys=False)
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(
+            f"cannot write the hardware profile to {path}: {exc.strerror or exc}",
+            help="--save takes a file path in an existing, writable directory",
+        ) from None
 
 
 def detect(record_to: str | Path | None = None, replay_from: str | Path | None = None) -> HardwareProfile:

@@ -13,9 +13,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from servetune.errors import HardwareDetectionError
+from servetune.errors import HardwareDetectionError, SourceLocation, SpecError
 from servetune.schema.facts import GpuFacts, HardwareProfile
 
+_REPLAY_HELP = (
+    "pass a file written by `servetune hardware --record-nvml FILE` (e.g. tests/fixtures/hardware/nvml/h200.json)"
+)
 _FIX = "pass --gpu NAME (see `servetune hardware --list`) or --hardware FILE to resolve without NVML"
 
 
@@ -131,7 +134,23 @@ class ReplayApi:
     """Answers NVML calls from a recording (a stand-in for NVML in tests)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.answers = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            self.answers = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise SpecError(
+                f"--replay-nvml {path} is not valid JSON: {exc.msg}",
+                location=SourceLocation(str(path), exc.lineno, exc.colno),
+                help=_REPLAY_HELP,
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            problem = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise SpecError(f"cannot read --replay-nvml {path}: {problem}", help=_REPLAY_HELP) from None
+        if not isinstance(self.answers, dict):
+            raise SpecError(
+                f"--replay-nvml {path} must hold a JSON object of NVML answers, "
+                f"but got a {type(self.answers).__name__}",
+                help=_REPLAY_HELP,
+            )
 
     def close(self) -> None:
         """Nothing to close."""
@@ -180,8 +199,20 @@ def detect(record_to: str | Path | None = None, replay_from: str | Path | None =
         api = RecordingApi(api)
     try:
         profile = profile_from_api(api, source=f"replay:{replay_from}" if replay_from else "nvml")
+    except (KeyError, AttributeError, TypeError, ValueError, IndexError) as exc:
+        if not replay_from:
+            raise
+        raise SpecError(
+            f"--replay-nvml {replay_from} is not a usable NVML recording: missing or wrongly typed answer {exc}",
+            help=_REPLAY_HELP,
+        ) from None
     finally:
         api.close()
     if record_to:
-        api.save(record_to)
+        try:
+            api.save(record_to)
+        except OSError as exc:
+            raise SpecError(
+                f"cannot write --record-nvml {record_to}: {exc.strerror or exc}", help="choose a writable file path"
+            ) from None
     return profile
