@@ -163,8 +163,9 @@ class _Bodies:
         return body, count, max_tokens, self.input_lens[index]
 
 
-def _auth_headers() -> dict[str, str]:
-    key = os.environ.get("OPENAI_API_KEY")
+def _auth_headers(api_key: str | None = None) -> dict[str, str]:
+    """The `Authorization` header for `api_key` (the server's pinned key), else `$OPENAI_API_KEY`."""
+    key = api_key or os.environ.get("OPENAI_API_KEY")
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
@@ -198,7 +199,8 @@ async def probe_server(client, url: str) -> list[str]:
     if response.status_code != 200:
         raise BenchError(
             f"the server at {url} answered GET /v1/models with HTTP {response.status_code}",
-            help="is this an OpenAI-compatible server, and is it ready? (an API key goes in OPENAI_API_KEY)",
+            help="is this an OpenAI-compatible server, and is it ready? (an API key goes in OPENAI_API_KEY; "
+            "a managed run sends the pinned --set api_key)",
         )
     try:
         return [entry["id"] for entry in response.json().get("data", [])]
@@ -306,8 +308,10 @@ async def run_builtin_async(
     should_stop: Callable[[int, Metrics], bool] | None = None,
     nonce: bytes | None = None,
     slos: Sequence[LatencySlo] = (),
+    api_key: str | None = None,
 ) -> Metrics:
-    """Run `workload` against `url` (see the module docstring); the asynchronous core."""
+    """Run `workload` against `url` (see the module docstring); the asynchronous core. `api_key` is sent
+    as `Authorization: Bearer` (default: `$OPENAI_API_KEY`)."""
     import httpx
 
     base = base_url_of(url)
@@ -317,7 +321,7 @@ async def run_builtin_async(
     timeout = httpx.Timeout(workload.request_timeout_s, connect=10.0)
     finished: list[RequestRecord] = []
     async with httpx.AsyncClient(
-        base_url=base, limits=limits, timeout=timeout, headers=_auth_headers(), http1=True, http2=False
+        base_url=base, limits=limits, timeout=timeout, headers=_auth_headers(api_key), http1=True, http2=False
     ) as client:
         models = await probe_server(client, base)
         model = model or (models[0] if models else "default")

@@ -51,12 +51,14 @@ def run_benchmark(
     on_progress: Callable[[int, int, Metrics], None] | None = None,
     should_stop: Callable[[int, Metrics], bool] | None = None,
     slos: Sequence[LatencySlo] = (),
+    api_key: str | None = None,
 ) -> Metrics:
     """Drive `workload` against the server at `url` and return its metrics.
 
     The run shape is fixed by the workload (requests, concurrency or rate, warmup, lengths),
     so two runs of one workload are comparable; the builtin client also reports a
-    steady-state window (`Metrics.steady`). See `servetune.bench` for every argument.
+    steady-state window (`Metrics.steady`). See `servetune.bench` for every argument; `api_key`
+    is the server's key (`--api-key`), sent by either client (default: `$OPENAI_API_KEY`).
     """
     workload = load_workload(workload)
     if requests is not None and requests < 1:
@@ -81,10 +83,18 @@ def run_benchmark(
         if run_dir is None:
             with tempfile.TemporaryDirectory(prefix="servetune-bench-") as tmp:
                 metrics = run_sglang(
-                    url, workload, requests=count, run_dir=Path(tmp), model=model, on_progress=on_progress
+                    url,
+                    workload,
+                    requests=count,
+                    run_dir=Path(tmp),
+                    model=model,
+                    on_progress=on_progress,
+                    api_key=api_key,
                 )
         else:
-            metrics = run_sglang(url, workload, requests=count, run_dir=run_dir, model=model, on_progress=on_progress)
+            metrics = run_sglang(
+                url, workload, requests=count, run_dir=run_dir, model=model, on_progress=on_progress, api_key=api_key
+            )
     else:
         from servetune.bench._builtin import run_builtin
 
@@ -97,6 +107,7 @@ def run_benchmark(
             on_progress=on_progress,
             should_stop=should_stop,
             slos=slos,
+            api_key=api_key,
         )
     if run_dir is not None:
         (run_dir / "metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -157,6 +168,7 @@ def cross_check(
     requests: int | None = None,
     run_dir: Path | None = None,
     model: str | None = None,
+    api_key: str | None = None,
 ) -> CrossCheck:
     """Run SGLang's client, then the builtin one, on the same server and compare them.
 
@@ -179,10 +191,22 @@ def cross_check(
         raise BenchError(f"cannot cross-check workload '{workload.name}': {reason}")
     base = Path(run_dir) if run_dir is not None else None
     sglang = run_benchmark(
-        url, workload, requests=requests, client="sglang", model=model, run_dir=base / "sglang" if base else None
+        url,
+        workload,
+        requests=requests,
+        client="sglang",
+        model=model,
+        run_dir=base / "sglang" if base else None,
+        api_key=api_key,
     )
     builtin = run_benchmark(
-        url, workload, requests=requests, client="builtin", model=model, run_dir=base / "builtin" if base else None
+        url,
+        workload,
+        requests=requests,
+        client="builtin",
+        model=model,
+        run_dir=base / "builtin" if base else None,
+        api_key=api_key,
     )
     result = CrossCheck(sglang=sglang, builtin=builtin, relative_difference=relative_differences(sglang, builtin))
     if base is not None:

@@ -123,11 +123,13 @@ def run_sglang(
     model: str | None = None,
     on_progress=None,
     module: str | None = None,
+    api_key: str | None = None,
 ) -> Metrics:
     """Run SGLang's client against `url` and parse its result line.
 
     For image workloads `--seed` is drawn fresh for every run: SGLang derives its images from
-    the seed, so a fixed seed would send the same images in every run.
+    the seed, so a fixed seed would send the same images in every run. `api_key` reaches SGLang's
+    client as `OPENAI_API_KEY` (its only way in; never on the command line).
 
     Raises:
         BenchError: SGLang's client is not importable, cannot express the workload, exits
@@ -147,7 +149,7 @@ def run_sglang(
             f"SGLang's client cannot run workload '{workload.name}': {reason}", help="use `--client builtin`"
         )
     base = base_url_of(url)
-    check_reachable(base)
+    check_reachable(base, api_key)
     run_dir.mkdir(parents=True, exist_ok=True)
     output = run_dir / OUTPUT_FILE
     output.unlink(missing_ok=True)
@@ -159,7 +161,10 @@ def run_sglang(
     started = time.perf_counter()
     with log_path.open("w", encoding="utf-8") as log:
         try:
-            completed = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+            env = {**os.environ, "OPENAI_API_KEY": api_key} if api_key else None
+            completed = subprocess.run(
+                argv, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False, env=env
+            )
         except subprocess.TimeoutExpired:
             raise BenchError(
                 f"SGLang's client did not finish within {timeout:.0f} s", notes=[f"log: {log_path}"]
@@ -195,16 +200,16 @@ def run_sglang(
     return metrics
 
 
-def check_reachable(base: str) -> None:
-    """Fail with the URL and a remedy when nothing answers `GET /v1/models` at `base`."""
+def check_reachable(base: str, api_key: str | None = None) -> None:
+    """Fail with the URL and a remedy when nothing answers `GET /v1/models` at `base` (sending `api_key`)."""
     import asyncio
 
     import httpx
 
-    from servetune.bench._builtin import probe_server
+    from servetune.bench._builtin import _auth_headers, probe_server
 
     async def probe() -> None:
-        async with httpx.AsyncClient(base_url=base) as client:
+        async with httpx.AsyncClient(base_url=base, headers=_auth_headers(api_key)) as client:
             await probe_server(client, base)
 
     asyncio.run(probe())
