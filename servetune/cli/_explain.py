@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servetune.errors import UnknownNameError, did_you_mean
+from servetune.errors import SpecError, UnknownNameError, did_you_mean
+
+_DIFF_HELP = "servetune launch writes it; pass --run the run directory of a launch or managed bench"
 
 
 def _v(value: Any) -> str:
@@ -89,6 +91,14 @@ def _server_diff(run: Path) -> dict[str, dict]:
             f"no server_info_diff.json in run directory {run}",
             help="pass the run directory of a `servetune launch` or managed `servetune bench`",
         )
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problem = exc.msg if isinstance(exc, json.JSONDecodeError) else getattr(exc, "strerror", None) or str(exc)
+        raise SpecError(f"cannot read {path}: {problem}", help=_DIFF_HELP) from None
     rows = data.get("fields", []) if isinstance(data, dict) else data
-    return {d["field"]: d for d in rows if isinstance(d, dict) and "field" in d}
+    if not isinstance(rows, list):
+        raise SpecError(
+            f"{path} must hold a list of field records (or an object with 'fields': [...])", help=_DIFF_HELP
+        )
+    return {d["field"]: d for d in rows if isinstance(d, dict) and isinstance(d.get("field"), str)}

@@ -78,6 +78,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Show one release's fields (or env vars), or one entry in full."""
         from servetune.catalog import dump_catalog, env_var, field, field_for_flag, load_catalog
+        from servetune.errors import UnknownNameError, did_you_mean
 
         cat = load_catalog(version)
         if name is None:
@@ -99,7 +100,15 @@ def register(app: typer.Typer) -> None:
                 )
             return
         if name.startswith("-"):
-            spec = field_for_flag(cat, name) or field(cat, name.lstrip("-").replace("-", "_"))
+            spec = field_for_flag(cat, name)
+            if spec is None:
+                flags = [f for s in cat.fields.values() for f in (s.flag, *s.aliases)]
+                guess = did_you_mean(name, flags)
+                raise UnknownNameError(
+                    f"'{name}' is not an SGLang {cat.sglang_version} flag",
+                    help=(f"did you mean '{guess}'? " if guess else "")
+                    + f"`servetune catalog show {version}` lists the fields and their flags",
+                )
         elif name in cat.env or (name.isupper() and name not in cat.fields):
             spec = env_var(cat, name)
         else:
@@ -135,6 +144,10 @@ def register(app: typer.Typer) -> None:
 
         if python and sglang_cpu:
             raise ServetuneError("--python and --sglang-cpu are alternatives; give one")
+        if out is not None:
+            from servetune.cli._output import check_output_dir
+
+            check_output_dir(out, "--out")
         path = sync(python=python, out_dir=out, harness_version=sglang_cpu)
         cat = Catalog.model_validate_json(path.read_text(encoding="utf-8"))
         print(f"wrote {path}: SGLang {cat.sglang_version}, {len(cat.fields)} fields, {len(cat.env)} env vars")

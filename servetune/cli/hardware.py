@@ -37,6 +37,11 @@ def register(app: typer.Typer) -> None:
         """Detect this machine's GPUs (NVML): name, compute capability, memory, count, NVLink,
         driver and CUDA versions."""
         from servetune import hardware as hw
+        from servetune.cli._output import check_output_file
+
+        for path, option in ((save, "--save"), (record_nvml, "--record-nvml")):
+            if path is not None:
+                check_output_file(path, option)
 
         if list_:
             for name in hw.profile_names():

@@ -129,7 +129,9 @@ def emit(res, fmt: Format, out: Optional[Path]) -> None:
     else:
         text = json.dumps(resolution_json(res), indent=2, default=str) + "\n"
     if out:
-        out.write_text(text, encoding="utf-8")
+        from servetune.cli._output import write_output
+
+        write_output(out, text, "--out")
         print(f"wrote {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -157,6 +159,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Resolve an explained, validated SGLang launch for a model, GPU, workload and SGLang version."""
+        if out is not None:
+            from servetune.cli._output import check_output_file
+
+            check_output_file(out, "--out")
         emit(opts.context().resolve(), fmt, out)
 
     @app.command("explain")

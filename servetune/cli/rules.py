@@ -87,6 +87,8 @@ def register(app: typer.Typer) -> None:
 
         text = json.dumps(json_schema(what), indent=2) + "\n"
         if out:
-            out.write_text(text)
+            from servetune.cli._output import write_output
+
+            write_output(out, text, "--out")
         else:
             print(text, end="")
