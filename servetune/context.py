@@ -261,7 +261,7 @@ class Context:
             pins["nnodes"] = nnodes
         if tp is not None:
             pins["tp_size"] = tp
-        deployment = DeploymentFacts(nnodes=int(pins.get("nnodes", 1)), tp=int(pins.get("tp_size", 1)))
+        deployment = DeploymentFacts.from_pins(pins)
         chunk, max_bs = sglang_memory_defaults(profile.gpu.memory_mib, deployment.tp)
         facts = Facts(
             gpu=profile.gpu,

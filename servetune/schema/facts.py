@@ -7,9 +7,12 @@ Facts are frozen and computed once, before resolution (detection, config.json pa
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from servetune.errors import SpecError
 
 Arch = Literal["sm70", "sm75", "sm80", "sm86", "sm87", "sm89", "sm90", "sm100", "sm103", "sm110", "sm120", "sm121"]
 
@@ -122,6 +125,28 @@ class DeploymentFacts(BaseModel):
     """Nodes the server spans (`--nnodes`)."""
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel size (`--tp-size`)."""
+
+    @classmethod
+    def from_pins(cls, pins: Mapping[str, Any]) -> DeploymentFacts:
+        """The layout from the `nnodes` and `tp_size` pins (1 when not pinned).
+
+        Raises:
+            SpecError: a pin that is not a positive integer, naming the pin and how to write it.
+        """
+        values = {}
+        for field, key, flag in (("nnodes", "nnodes", "--nnodes"), ("tp", "tp_size", "--tp")):
+            raw = pins.get(key, 1)
+            try:
+                value = int(str(raw).strip()) if not isinstance(raw, bool) else None
+            except ValueError:
+                value = None
+            if value is None or value < 1:
+                raise SpecError(
+                    f"bad value for {key}={raw} (pin): expected a positive integer",
+                    help=f"write e.g. --set {key}=1 (or {flag} 1)",
+                )
+            values[field] = value
+        return cls(**values)
 
 
 class SglangFacts(BaseModel):
