@@ -61,7 +61,13 @@ def config_hash(argv: Sequence[str], env: Mapping[str, str]) -> str:
 
 def failure_record(failure: Failure) -> dict[str, Any]:
     """What a FAIL trial stores in `user_attrs["failure"]`: class, message and the log's tail."""
-    return {"class": failure.cls, "message": failure.message, "log_tail": failure.log_tail[-LOG_TAIL_CHARS:]}
+    from servetune.secrets import redact_text
+
+    return {
+        "class": failure.cls,
+        "message": redact_text(failure.message),
+        "log_tail": redact_text(failure.log_tail)[-LOG_TAIL_CHARS:],
+    }
 
 
 def evaluate(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servetune.errors import SpecError, TuningError
+from servetune.secrets import redact
 from servetune.tuner import _storage
 from servetune.tuner._evaluate import Slot
 from servetune.tuner._options import TuneOptions
@@ -299,7 +300,7 @@ def _meta(s: StudySetup) -> dict[str, Any]:
             "capacity": capacity_meta(s),
             "space": s.space.as_dict(),
             "dropped": s.space.dropped,
-            "pins": {"sets": list(o.sets), "envs": list(o.envs)},
+            "pins": redact({"sets": list(o.sets), "envs": list(o.envs)}),  # servetune.secrets
             "preset": o.preset,
             "facts": _jsonable(s.rules_res.facts),
             "hardware": _jsonable(s.rules_res.hardware),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from servetune.errors import ConflictError, TuningError
 from servetune.runner import Failure
+from servetune.secrets import redact
 from servetune.tuner import _local, _storage
 from servetune.tuner._evaluate import Outcome, Slot, config_hash, evaluate, evaluate_capacity, failure_record
 from servetune.tuner._options import SOURCES_BASELINE
@@ -132,8 +133,8 @@ class TrialDriver:
         argv, env = list(res.argv()), dict(res.env())
         h = config_hash(argv, env)
         trial.set_user_attr("config_hash", h)
-        trial.set_user_attr("argv", argv)
-        trial.set_user_attr("env", env)
+        trial.set_user_attr("argv", redact(argv))
+        trial.set_user_attr("env", redact(env))
 
         prior = self._same_config(h, trial.number)
         with self.lock:

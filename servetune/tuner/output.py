@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from servetune.errors import TuningError
+from servetune.secrets import redact
 from servetune.tuner._result import TuneResult
 from servetune.tuner._storage import redact_url
 
@@ -113,7 +114,7 @@ def write_preset(result: TuneResult, path: str | Path, *, name: str | None = Non
         f"# Written by `servetune tune` (study {result.study!r}). Apply with:\n"
         f"#   servetune resolve --model {result.meta.get('model')} --preset {out}\n"
     )
-    out.write_text(header + yaml.safe_dump(preset, sort_keys=False, allow_unicode=True, width=100))
+    out.write_text(header + yaml.safe_dump(redact(preset), sort_keys=False, allow_unicode=True, width=100))
     return out
 
 

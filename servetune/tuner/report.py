@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from servetune.errors import TuningError, did_you_mean
+from servetune.secrets import redact
 from servetune.tuner._result import TuneResult, load_result
 from servetune.tuner._storage import redact_url
 
@@ -143,7 +144,7 @@ def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json"]
-    (out / "summary.json").write_text(json.dumps(result.as_json(), indent=2, default=str))
+    (out / "summary.json").write_text(json.dumps(redact(result.as_json()), indent=2, default=str))
     import optuna
 
     multi = len(result.objectives) > 1
