@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from servetune.errors import LaunchError
+from servetune.errors import LaunchError, SpecError
 from servetune.launch._failures import FAILURE_HELP
 
 __all__ = ["DEFAULT_SGLANG_MODULE", "SGLANG_CMD_ENV", "LaunchOptions", "argv_value", "check_command", "strip_host_port"]
@@ -63,7 +63,15 @@ class LaunchOptions(BaseModel):
     @classmethod
     def _split_cmd(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return shlex.split(value)
+            return split_command(value, "--sglang-cmd")
+        return value
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _check_port(cls, value: Any) -> Any:
+        # a SpecError passes through pydantic: the CLI shows it, naming the option
+        if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= 65535:
+            raise SpecError(f"--port must be between 1 and 65535, but got {value}", help="e.g. --port 30000")
         return value
 
     def command_prefix(self) -> list[str]:
@@ -72,8 +80,23 @@ class LaunchOptions(BaseModel):
             return list(self.sglang_cmd)
         from_env = os.environ.get(SGLANG_CMD_ENV, "").strip()
         if from_env:
-            return shlex.split(from_env)
+            return split_command(from_env, f"${SGLANG_CMD_ENV}")
         return [sys.executable, "-m", DEFAULT_SGLANG_MODULE]
+
+
+def split_command(text: str, option: str) -> list[str]:
+    """`text` split as a shell would (shlex).
+
+    Raises:
+        SpecError: unbalanced quotes or a trailing backslash, naming `option`.
+    """
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise SpecError(
+            f"{option} {text!r} cannot be split into words: {exc}",
+            help="balance the quotes, e.g. --sglang-cmd 'python -m sglang.launch_server'",
+        ) from None
 
 
 def check_command(prefix: Sequence[str]) -> None:
