@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import random
@@ -34,133 +33,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from servetune.bench._bodies import Bodies
 from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics
-from servetune.bench.prompts import make_prompt, sample_lengths
+from servetune.bench.prompts import make_prompt
 from servetune.bench.slo import LatencySlo
 from servetune.errors import BenchError
 from servetune.schema.workload import Workload
-
-WARMUP_OUTPUT_TOKENS = 32
-_PLACEHOLDER = "@@servetune-image-{}@@"
-
-
-class _Bodies:
-    """Builds request bodies (JSON bytes); thread-safe, images cached only for a pool."""
-
-    def __init__(
-        self,
-        workload: Workload,
-        model: str,
-        measured: int,
-        warmup: int,
-        nonce: bytes | None,
-        tokens_per_word: float = 1.0,
-    ) -> None:
-        from servetune.bench.images import ImageFactory
-
-        self.workload, self.model, self.tokens_per_word = workload, model, tokens_per_word
-        rng = random.Random(workload.seed)
-        total = measured + warmup
-        self.input_lens = sample_lengths(workload.input_tokens, workload.range_ratio, total, rng)
-        self.output_lens = sample_lengths(workload.output_tokens, workload.range_ratio, total, rng)
-        self.images = workload.images
-        self.factory = None
-        self._pool: dict[int, bytes] = {}
-        self._lock = threading.Lock()
-        if self.images is not None:
-            width, height = self.images.size()
-            if self.images.reuse == "pool":
-                nonce = hashlib.sha256(f"servetune-pool:{workload.seed}".encode()).digest()[:16]
-            self.factory = ImageFactory(width, height, self.images.format, nonce=nonce)
-        self.prep_s = 0.0
-        self.trace = None
-        if workload.trace is not None:
-            from servetune.bench.trace import load_trace
-
-            self.trace = load_trace(workload.trace.path, workload.trace.format)
-        self.warmup = warmup
-
-    def arrival_s(self, index: int) -> float | None:
-        """With `replay: recorded`, when measured request `index` is sent (seconds from the first);
-        a trace shorter than the run repeats, each pass one mean gap after the previous one."""
-        spec = self.workload.trace
-        if self.trace is None or spec is None or spec.replay != "recorded":
-            return None
-        n = len(self.trace)
-        times = [r.arrival_s or 0.0 for r in self.trace]
-        period = times[-1] - times[0] + ((times[-1] - times[0]) / (n - 1) if n > 1 else 1.0)
-
-        def at(k: int) -> float:
-            return (k // n) * period + times[k % n] - times[0]
-
-        return (at(self.warmup + index) - at(self.warmup)) / spec.time_scale
-
-    def _trace_body(self, index: int, warmup: bool) -> tuple[dict[str, Any], int, int, int]:
-        from servetune.bench.trace import image_data_url
-
-        entry = self.trace[index % len(self.trace)]
-        messages = json.loads(json.dumps(entry.messages))
-        if entry.images:
-            last = next((m for m in reversed(messages) if m.get("role") == "user"), messages[-1])
-            text = last.get("content")
-            parts = [{"type": "image_url", "image_url": {"url": image_data_url(i)}} for i in entry.images]
-            if isinstance(text, list):
-                parts += text
-            elif text:
-                parts.append({"type": "text", "text": text})
-            last["content"] = parts
-        wanted = entry.output_tokens or self.workload.output_tokens
-        max_tokens = min(wanted, WARMUP_OUTPUT_TOKENS) if warmup else wanted
-        payload = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
-        return payload, len(entry.images), max_tokens, max(1, round(entry.prompt_words * self.tokens_per_word))
-
-    def _image_b64(self, index: int) -> bytes:
-        if self.images.reuse == "pool":
-            key = index % self.images.pool_size
-            with self._lock:
-                cached = self._pool.get(key)
-            if cached is None:
-                cached = self.factory.base64(key)
-                with self._lock:
-                    self._pool[key] = cached
-            return cached
-        return self.factory.base64(index)
-
-    def build(self, index: int, warmup: bool) -> tuple[bytes, int, int, int]:
-        """(body, images, expected output tokens, estimated prompt tokens) of request `index`."""
-        started = time.perf_counter()
-        if self.trace is not None:
-            payload, count, max_tokens, estimate = self._trace_body(index, warmup)
-            payload.update(temperature=0.0, stream=True, stream_options={"include_usage": True}, ignore_eos=True)
-            body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-            with self._lock:
-                self.prep_s += time.perf_counter() - started
-            return body, count, max_tokens, estimate
-        text = make_prompt(self.workload.seed, index, max(1, round(self.input_lens[index] / self.tokens_per_word)))
-        max_tokens = min(self.output_lens[index], WARMUP_OUTPUT_TOKENS) if warmup else self.output_lens[index]
-        count = self.images.per_request if self.images is not None else 0
-        if count:
-            content: Any = [{"type": "image_url", "image_url": {"url": _PLACEHOLDER.format(k)}} for k in range(count)]
-            content.append({"type": "text", "text": text})
-        else:
-            content = text
-        payload = {
-            "model": self.model,
-            "messages": [{"role": "user", "content": content}],
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "ignore_eos": True,
-        }
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        for k in range(count):
-            url = b"data:" + self.factory.mime.encode() + b";base64," + self._image_b64(index * count + k)
-            body = body.replace(_PLACEHOLDER.format(k).encode(), url, 1)
-        elapsed = time.perf_counter() - started
-        with self._lock:
-            self.prep_s += elapsed
-        return body, count, max_tokens, self.input_lens[index]
 
 
 def _auth_headers(api_key: str | None = None) -> dict[str, str]:
@@ -327,7 +205,7 @@ async def run_builtin_async(
         model = model or (models[0] if models else "default")
         warmup = workload.warmup_requests
         ratio = await calibrate_tokens_per_word(client, model, workload.seed)
-        bodies = _Bodies(workload, model, requests, warmup, nonce, ratio or 1.0)
+        bodies = Bodies(workload, model, requests, warmup, nonce, ratio or 1.0)
         loop = asyncio.get_running_loop()
         executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="servetune-bodies")
         prefetch = min(requests, max(2 * (concurrency or 64), 32))
@@ -384,7 +262,7 @@ def _write_requests(path: Path, records: list[RequestRecord]) -> None:
             )
 
 
-async def _warmup(client, bodies: _Bodies, count: int, concurrency, timeout: float, loop, executor) -> None:
+async def _warmup(client, bodies: Bodies, count: int, concurrency, timeout: float, loop, executor) -> None:
     built = await asyncio.gather(*(loop.run_in_executor(executor, bodies.build, index, True) for index in range(count)))
     semaphore = asyncio.Semaphore(min(count, concurrency or count))
     records = [RequestRecord() for _ in built]

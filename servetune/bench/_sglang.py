@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from servetune.bench.metrics import Metrics, parse_sglang_jsonl
+from servetune.bench._sglang_jsonl import parse_sglang_jsonl
+from servetune.bench.metrics import Metrics
 from servetune.errors import BenchError
 from servetune.schema.workload import Workload
 

@@ -202,10 +202,12 @@ def bench_command(
         if url is not None:
             _cross_check(url, spec, requests, run_dir, model, as_json)
             return
-        from servetune.launch import LaunchOptions, default_run_dir
+        from servetune.launch import LaunchOptions, check_launch, default_run_dir
         from servetune.runner import SglangRunner
 
-        runner = SglangRunner(LaunchOptions(sglang_cmd=sglang_cmd))
+        options = LaunchOptions(sglang_cmd=sglang_cmd)
+        check_launch(options)  # a launch that cannot start leaves no run directory behind
+        runner = SglangRunner(options)
         with runner.start(
             opts.context(workload=spec).resolve(), run_dir=run_dir or default_run_dir("launch")
         ) as server:
@@ -275,10 +277,12 @@ def _capacity(run: _Run, opts: ResolveOpts, url: str | None, model: str | None, 
         cap = find_capacity(step, run.slos, on_step=on_step, **search.settings())
         run_dir, extra = run.run_dir, {}
     else:
-        from servetune.launch import LaunchOptions, default_run_dir
+        from servetune.launch import LaunchOptions, check_launch, default_run_dir
         from servetune.runner import SglangRunner, measure_capacity
 
-        runner = SglangRunner(LaunchOptions(sglang_cmd=run.sglang_cmd), client="builtin")
+        options = LaunchOptions(sglang_cmd=run.sglang_cmd)
+        check_launch(options)  # a launch that cannot start leaves no run directory behind
+        runner = SglangRunner(options, client="builtin")
         run_dir = run.run_dir or default_run_dir("capacity")
         result = measure_capacity(
             runner, opts.context(workload=run.spec).resolve(), run.spec, run.slos, run_dir=run_dir, search=search,
@@ -299,13 +303,15 @@ def _capacity(run: _Run, opts: ResolveOpts, url: str | None, model: str | None, 
 
 def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None:
     from servetune.bench import choose_client
-    from servetune.launch import LaunchOptions, default_run_dir
+    from servetune.launch import LaunchOptions, check_launch, default_run_dir
     from servetune.runner import RunawayGuard, SglangRunner
 
     spec = run.spec
     choose_client(run.client, spec)  # a bad --client fails here, before a server is started for nothing
     resolution = opts.context(workload=spec).resolve()
-    runner = SglangRunner(LaunchOptions(sglang_cmd=run.sglang_cmd), client=run.client)
+    options = LaunchOptions(sglang_cmd=run.sglang_cmd)
+    check_launch(options)  # a launch that cannot start leaves no run directory behind
+    runner = SglangRunner(options, client=run.client)
     count = run.requests or spec.requests
     guard = (
         RunawayGuard.from_rate(reference_rate, requests=count, concurrency=spec.max_concurrency)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from servetune.bench import parse_sglang_jsonl
 from servetune.bench.metrics import (
     FIT_MIN_WAVES,
     RequestRecord,
     compute_metrics,
     fitted_rate,
-    parse_sglang_jsonl,
     percentile,
     steady_window,
     summarize,

@@ -129,7 +129,7 @@ class _MustNotBench(SglangServer):
 @pytest.mark.parametrize(("knobs", "failure"), [({"OOM_AT_START": 1}, "oom"), ({"HANG": 1}, "startup_timeout")])
 def test_start_failures_are_recorded_not_raised(make_runner, resolution, workload, tmp_path, knobs, failure):
     """A server that never serves gives a failed measurement at stage `start`; the benchmark is not run."""
-    runner = make_runner(knobs, server_class=_MustNotBench, startup_timeout_s=0.8)
+    runner = make_runner(knobs, server_class=_MustNotBench, startup_timeout_s=3.0)
     m = runner.measure(resolution, workload, run_dir=tmp_path)
     assert (m.ok, m.failure.cls, m.failure.stage) == (False, failure, "start")
     assert m.timings.bench_s is None and m.timings.total_s > 0
