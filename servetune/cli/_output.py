@@ -45,16 +45,11 @@ def check_output_dir(path: Path, option: str) -> None:
     Raises:
         SpecError: naming `option` and `path`, with a hint.
     """
-    probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            return
-        probe = probe.parent
-    if not probe.is_dir():
-        where = "is a file" if probe == path else f"lies under the file {probe}"
-        raise SpecError(f"{option} {path} {where}, not a directory", help=f"give {option} a directory path")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise SpecError(f"cannot write {option} {path}: {probe} is read-only", help="choose a writable directory")
+    from servetune.launch._options import dir_problem
+
+    problem = dir_problem(path)
+    if problem is not None:
+        raise SpecError(f"{option} {path} {problem}", help=f"give {option} a directory path you can write")
 
 
 def write_output(path: Path, text: str, option: str) -> None:

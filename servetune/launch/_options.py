@@ -16,7 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from servetune.errors import LaunchError, SpecError
 from servetune.launch._failures import FAILURE_HELP
 
-__all__ = ["DEFAULT_SGLANG_MODULE", "SGLANG_CMD_ENV", "LaunchOptions", "argv_value", "check_command", "strip_host_port"]
+__all__ = [
+    "DEFAULT_SGLANG_MODULE",
+    "SGLANG_CMD_ENV",
+    "LaunchOptions",
+    "argv_value",
+    "check_command",
+    "dir_problem",
+    "split_command",
+    "strip_host_port",
+]
 
 SGLANG_CMD_ENV = "SERVETUNE_SGLANG_CMD"
 DEFAULT_SGLANG_MODULE = "sglang.launch_server"
@@ -66,6 +75,14 @@ class LaunchOptions(BaseModel):
             return split_command(value, "--sglang-cmd")
         return value
 
+    @field_validator("run_dir")
+    @classmethod
+    def _check_run_dir(cls, value: Path | None) -> Path | None:
+        problem = dir_problem(value) if value is not None else None
+        if problem is not None:
+            raise SpecError(f"--run-dir {value} {problem}", help="give --run-dir a directory path you can write")
+        return value
+
     @field_validator("port", mode="before")
     @classmethod
     def _check_port(cls, value: Any) -> Any:
@@ -82,6 +99,20 @@ class LaunchOptions(BaseModel):
         if from_env:
             return split_command(from_env, f"${SGLANG_CMD_ENV}")
         return [sys.executable, "-m", DEFAULT_SGLANG_MODULE]
+
+
+def dir_problem(path: Path) -> str | None:
+    """Why the directory `path` cannot be created or written, without creating anything; None when it can."""
+    probe = Path(path)
+    while not probe.exists():
+        if probe.parent == probe:
+            return None
+        probe = probe.parent
+    if not probe.is_dir():
+        return "is a file, not a directory" if probe == Path(path) else f"lies under the file {probe}"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"cannot be written: {probe} is read-only"
+    return None
 
 
 def split_command(text: str, option: str) -> list[str]:
