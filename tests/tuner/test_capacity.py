@@ -1,0 +1,197 @@
+"""`--objective capacity` on the FakeRunner (a queueing model per config, no process): baselines run
+the full search, later trials start at the incumbent's capacity and a trial cut there is PRUNED
+(`below_floor`), a config that misses at the lowest rate is FAIL `slo_unmet`, confirmation
+re-measures capacity interleaved, and the study refuses a resume with other SLOs or settings.
+The runaway guard of throughput studies: references, deadlines and `too_slow` as a config failure."""
+
+from __future__ import annotations
+
+import pytest
+from optuna.trial import TrialState
+
+from servetune.bench.slo import parse_slos
+from servetune.errors import SpecError, TuningError
+from servetune.runner import RUNAWAY_FACTOR, Failure
+from servetune.testing import FakeRunner
+from servetune.tuner import TuneOptions, Tuner, build_preset
+from tests.bench.queue_model import model_step
+
+SPACE = """\
+summary: running limit only
+tune:
+  max_running_requests: {choice: [1, 2, 4, 8]}
+"""
+SLO = "p99_ttft_ms<=200"
+
+
+def _capacity_runner(calls_at: list | None = None) -> FakeRunner:
+    """Capacity steps from a queueing model whose slots are the config's max_running_requests
+    (1 slot: prefill alone misses the bound, so that config can never meet it)."""
+
+    def measure(call):
+        slots = int(call.values.get("max_running_requests") or 2)
+        rate, requests = call.workload.request_rate, call.requests
+        if calls_at is not None:
+            calls_at.append((slots, rate))
+        prefill = 0.25 if slots == 1 else 0.02
+        return model_step(call.slos, slots=slots, prefill_s=prefill)(rate, requests, None)
+
+    return FakeRunner(measure)
+
+
+def _options(tmp_path, space_file, **kw) -> TuneOptions:
+    base = dict(
+        model="qwen3-8b",
+        gpu="h200",
+        workload="text-chat",
+        space_file=str(space_file),
+        sets=(),
+        objective="capacity",
+        slos=(SLO,),
+        start_rate=4.0,
+        resolution=0.1,
+        step_seconds=5.0,
+        step_requests=100,
+        trials=6,
+        seed=3,
+        sampler="random",
+        confirm_rounds=0,
+        run_dir=tmp_path / "study",
+        client="builtin",
+        no_rules=True,
+    )
+    base.update(kw)
+    return TuneOptions(**base)
+
+
+@pytest.fixture
+def cap_space(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(SPACE)
+    return path
+
+
+def test_a_capacity_study_floors_later_trials_at_the_incumbent_and_records_its_search(tmp_path, cap_space):
+    """The baseline searches from the start rate with no floor; each later trial starts at the best
+    capacity so far; those below it are PRUNED below_floor after one step; slots=1 is slo_unmet."""
+    at: list = []
+    runner = _capacity_runner(at)
+    tuner = Tuner(_options(tmp_path, cap_space), runner=runner)
+    result = tuner.run()
+    trials = sorted(tuner.study.get_trials(deepcopy=False), key=lambda t: t.number)
+    base = next(t for t in trials if t.user_attrs.get("source") == "rules")
+    assert base.state == TrialState.COMPLETE and base.user_attrs["floor"] is None
+    assert base.user_attrs["capacity"]["steps"][0]["rate"] == 4.0
+    best, cut = base.values[0], 0
+    for t in trials:
+        if "duplicate_of" in t.user_attrs or t.user_attrs.get("source") in ("rules", "defaults"):
+            continue
+        floor = t.user_attrs["floor"]
+        assert floor == pytest.approx(best)
+        steps = t.user_attrs["capacity"]["steps"]
+        if t.state == TrialState.PRUNED:
+            cut += 1
+            assert t.user_attrs["pruned"] == {"why": "below_floor", "floor": floor}
+            assert len(steps) == 1 and steps[0]["rate"] == pytest.approx(floor) and not steps[0]["met"]
+        else:
+            assert t.state == TrialState.COMPLETE and steps[0]["rate"] == pytest.approx(floor)
+            assert t.values[0] >= floor and len(steps) > 1
+            best = max(best, t.values[0])
+    assert cut >= 1
+    by_mrr = {
+        t.user_attrs["params"].get("max_running_requests"): t for t in trials if "duplicate_of" not in t.user_attrs
+    }
+    assert by_mrr[8].state == TrialState.COMPLETE and by_mrr[8].values[0] > 2 * base.values[0]
+    assert result.best.params["max_running_requests"] == 8
+    preset = build_preset(result)
+    cap = preset["evidence"]["capacity"]
+    assert cap["slos"] == [SLO] and cap["best"]["request_rate"] == pytest.approx(result.best.values[0], rel=1e-3)
+    assert cap["search"]["start_rate"] == 4.0 and cap["baseline"]["request_rate"] == pytest.approx(
+        base.values[0], rel=1e-3
+    )
+    assert preset["evidence"]["metrics"]["capacity_request_rate"] == pytest.approx(result.best.values[0], rel=1e-3)
+
+
+def test_a_config_that_cannot_meet_the_slo_at_any_rate_is_slo_unmet_and_not_relaunched(tmp_path, cap_space):
+    """A baseline of one slot misses at every rate down to the lowest: FAIL slo_unmet (a config failure)."""
+    preset = tmp_path / "one.yaml"
+    preset.write_text("name: one\nsummary: One request at a time.\nset:\n  max_running_requests: 1\n")
+    runner = _capacity_runner()
+    opts = _options(tmp_path, cap_space, preset=str(preset), trials=2, start_rate=0.2)
+    tuner = Tuner(opts, runner=runner)
+    tuner.run()
+    trials = tuner.study.get_trials(deepcopy=False)
+    assert trials[0].state == TrialState.FAIL and trials[0].user_attrs["failure"]["class"] == "slo_unmet"
+    assert "not met at any rate tried" in trials[0].user_attrs["failure"]["message"]
+
+
+def test_confirmation_remeasures_capacity_interleaved(tmp_path, cap_space):
+    """B F B F: the finalist's capacity search starts at its own capacity; ratios and a verdict."""
+    at: list = []
+    tuner = Tuner(_options(tmp_path, cap_space, confirm_rounds=2, trials=4), runner=_capacity_runner(at))
+    result = tuner.run()
+    conf = result.confirmation
+    assert conf["objective"] == "capacity" and conf["rounds"] == 2
+    (fin,) = conf["finalists"]
+    assert len(fin["values"]) == 2 and len(conf["baseline_values"]) == 2
+    assert fin["ratios"] == pytest.approx([f / b for f, b in zip(fin["values"], conf["baseline_values"])])
+    assert fin["verdict"] == "better" and conf["chosen_trial"] == fin["trial"]
+    assert result.ratio() == pytest.approx(fin["median"])
+
+
+def test_capacity_slos_are_checked_and_a_resume_with_other_settings_is_refused(tmp_path, cap_space):
+    runner = _capacity_runner()
+    with pytest.raises(SpecError, match="--objective capacity needs at least one latency --slo"):
+        Tuner(_options(tmp_path, cap_space, slos=()), runner=runner).prepare()
+    with pytest.raises(SpecError, match="unknown statistic 'p98'"):
+        Tuner(_options(tmp_path, cap_space, slos=("p98_ttft_ms<=100",)), runner=runner).prepare()
+    with pytest.raises(SpecError, match="cannot read the SLO"):
+        Tuner(_options(tmp_path, cap_space, slos=("steady_request_throughput>=3",)), runner=runner).prepare()
+    with pytest.raises(SpecError, match="capacity is searched alone"):
+        Tuner(_options(tmp_path, cap_space, objective="capacity,p99_ttft"), runner=runner).prepare()
+    with pytest.raises(SpecError, match="--resolution must be positive"):
+        Tuner(_options(tmp_path, cap_space, resolution=0.0), runner=runner).prepare()
+    Tuner(_options(tmp_path, cap_space, trials=1), runner=runner).run()
+    with pytest.raises(TuningError, match=r"SLOs \['p99_ttft_ms<=200'\] vs \['p99_ttft_ms<=300'\]"):
+        Tuner(_options(tmp_path, cap_space, trials=1, slos=("p99_ttft_ms<=300",)), runner=runner).prepare()
+    with pytest.raises(TuningError, match="capacity search"):
+        Tuner(_options(tmp_path, cap_space, trials=1, step_requests=50), runner=runner).prepare()
+    # throughput studies keep their generic constraints
+    assert parse_slos([SLO])[0].key == "p99_ttft_ms"
+
+
+def test_the_runaway_guard_takes_the_best_finished_rate_and_too_slow_is_a_config_failure(
+    tmp_path, cap_space, monkeypatch
+):
+    """Baselines run unguarded; later trials get deadlines from the best finished trial's req/s; a
+    too_slow trial counts as a launch, is never retried, and its config is not relaunched."""
+    monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(tmp_path / "runs"))
+
+    def measure(call):
+        mrr = int(call.values.get("max_running_requests") or 2)
+        if mrr == 1:
+            return Failure(cls="too_slow", stage="bench", message="too slow: 0 of the first 128 requests")
+        return {"comparable_request_throughput": 10.0 * mrr, "completed": call.total}
+
+    runner = FakeRunner(measure)
+    opts = _options(tmp_path, cap_space, objective="throughput", slos=(), trials=5, requests=256)
+    tuner = Tuner(opts, runner=runner)
+    tuner.run()
+    trials = tuner.study.get_trials(deepcopy=False)
+    assert runner.calls[0].guard is None  # the baseline
+    seen_best = 0.0
+    for call, t in zip(runner.calls, [t for t in trials if "duplicate_of" not in t.user_attrs]):
+        if t.user_attrs.get("source") in ("rules", "defaults"):
+            assert call.guard is None
+        else:
+            assert call.guard is not None and t.user_attrs["guard"]["reference_rate"] == pytest.approx(seen_best)
+            assert call.guard.wave == 128 and call.guard.total_s == pytest.approx(
+                RUNAWAY_FACTOR * 256 / seen_best + 15.0
+            )
+        if t.state == TrialState.COMPLETE:
+            seen_best = max(seen_best, t.values[0])
+    slow = [t for t in trials if t.user_attrs.get("params", {}).get("max_running_requests") == 1]
+    assert slow and slow[0].user_attrs["failure"]["class"] == "too_slow"
+    assert all(t.state == TrialState.FAIL for t in slow)
+    assert sum(1 for c in runner.calls if c.values.get("max_running_requests") == 1) == 1  # never relaunched
+    assert not any("retry_of" in t.user_attrs for t in trials)
