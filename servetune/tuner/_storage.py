@@ -30,16 +30,105 @@ def redact_url(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
-def open_storage(url: str):
-    """An `RDBStorage` with heartbeats and the retry callback (imports optuna)."""
-    import optuna
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_STORAGE_HELP = "--storage takes sqlite:///PATH (relative) or sqlite:////ABS/PATH, or postgresql://USER@HOST/DB"
+CONNECT_TIMEOUT_S = 10
 
+
+def check_storage_url(url: str, *, existing: bool = False) -> None:
+    """Refuse, before anything is opened or created, a storage URL that cannot work: a scheme other
+    than sqlite/postgresql, an SQLite file in a missing or read-only folder, a directory, or a file
+    that is not an SQLite database. `existing`: the SQLite file must already exist (reading a study).
+
+    Raises:
+        TuningError: naming the URL (password redacted) and what to pass instead.
+    """
+    scheme, sep, rest = url.partition("://")
+    base = scheme.split("+", 1)[0].lower()
+    shown = redact_url(url)
+    if not sep or base not in ("sqlite", "postgresql", "postgres"):
+        raise TuningError(
+            f"unsupported storage URL {shown!r}: only sqlite:// and postgresql:// storages are supported",
+            help=_STORAGE_HELP,
+        )
+    if base != "sqlite":
+        return
+    path_text = rest.split("?", 1)[0]
+    path_text = path_text[1:] if path_text.startswith("/") else path_text
+    if path_text in ("", ":memory:"):
+        return
+    path = Path(path_text)
+    problem = None
+    if path.is_dir():
+        problem = f"{path} is a directory"
+    elif path.exists():
+        with open(path, "rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+        if head and head != _SQLITE_MAGIC:
+            problem = f"{path} is not an SQLite database"
+    elif existing:
+        problem = f"no such SQLite file {path}"
+    elif not path.parent.is_dir():
+        problem = f"the directory {path.parent} does not exist"
+    elif not os.access(path.parent, os.W_OK | os.X_OK):
+        problem = f"the directory {path.parent} is read-only"
+    if problem is not None:
+        raise TuningError(
+            f"cannot use storage {shown}: {problem}",
+            help="pass the study.db a `servetune tune` run wrote (runs/tune/<study>/study.db)"
+            if existing
+            else _STORAGE_HELP,
+        )
+
+
+def _check_reachable(url: str, connect_args: dict[str, Any], shown: str) -> None:
+    """Connect once, so an unreachable server fails in seconds with its reason, not after retries."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        engine = create_engine(url, connect_args=connect_args)
+        try:
+            engine.connect().close()
+        finally:
+            engine.dispose()
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise TuningError(
+            f"cannot connect to storage {shown}: {reason}",
+            help="check the host, port, user and database, and that PostgreSQL is running",
+        ) from None
+
+
+def open_storage(url: str, *, existing: bool = False):
+    """An `RDBStorage` with heartbeats and the retry callback (imports optuna).
+
+    Args:
+        url: sqlite:// or postgresql:// URL.
+        existing: The SQLite file must exist already (reading a study; nothing is created).
+
+    Raises:
+        TuningError: an unsupported, unreachable or unusable storage (`check_storage_url`).
+    """
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    check_storage_url(url, existing=existing)
+    shown = redact_url(url)
     url = _with_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine_kwargs["connect_args"] = {"timeout": 60}
     else:
         engine_kwargs["pool_pre_ping"] = True
+        engine_kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
+        try:
+            _check_reachable(url, engine_kwargs["connect_args"], shown)
+        except ImportError as exc:
+            raise TuningError(
+                f"cannot open storage {redact_url(url)}: {exc}",
+                help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'",
+            ) from None
     kwargs: dict[str, Any] = {"heartbeat_interval": HEARTBEAT_S, "grace_period": GRACE_S}
     try:
         with warnings.catch_warnings():
@@ -50,6 +139,9 @@ def open_storage(url: str):
             f"cannot open storage {redact_url(url)}: {exc}",
             help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'",
         ) from None
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise TuningError(f"cannot open storage {redact_url(url)}: {reason}", help=_STORAGE_HELP) from None
 
 
 def _create_rdb_storage(

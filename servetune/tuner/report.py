@@ -26,7 +26,7 @@ def load_study_result(storage: str, study: str | None):
     from servetune.tuner._storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    store = open_storage(storage)
+    store = open_storage(storage, existing=True)
     names = [s.study_name for s in optuna.study.get_all_study_summaries(store, include_best_trial=False)]
     if study is None:
         if len(names) != 1:
