@@ -199,3 +199,46 @@ def resolve_options(*, exclude: tuple[str, ...] = ()) -> Callable[[Callable[...,
 def resolve_from_opts(opts: ResolveOpts, **overrides: Any):
     """Resolve once from CLI options (`opts.context(**overrides).resolve()`)."""
     return opts.context(**overrides).resolve()
+
+
+def check_url(url: str, option: str = "--url") -> str:
+    """`url` if it is an http(s) URL with a host and a valid port.
+
+    Raises:
+        SpecError: naming `option`, with an example.
+    """
+    from urllib.parse import urlsplit
+
+    from servetune.errors import SpecError
+
+    example = f"e.g. {option} http://127.0.0.1:30000"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port outside 0-65535 or not a number
+    except ValueError as exc:
+        raise SpecError(f"{option} {url!r} is not a valid URL: {exc}", help=example) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(f"{option} {url!r} is not an http:// or https:// URL with a host", help=example)
+    return url
+
+
+def parse_gpu_ids(text: str | None, option: str = "--gpus") -> tuple[str, ...]:
+    """GPU ids from `0,1,2,3` (empty when `text` is None or empty).
+
+    Raises:
+        SpecError: an id that is not a non-negative integer, or one given twice.
+    """
+    from servetune.errors import SpecError
+
+    if not text:
+        return ()
+    ids = tuple(part.strip() for part in text.split(","))
+    bad = [i for i in ids if not i.isdigit()]
+    if bad:
+        raise SpecError(
+            f"{option} takes GPU ids (non-negative integers), but got {', '.join(repr(b) for b in bad)}",
+            help=f"e.g. {option} 0,1,2,3 (`nvidia-smi -L` lists them)",
+        )
+    if len(set(ids)) != len(ids):
+        raise SpecError(f"{option} names a GPU twice: {text!r}", help=f"e.g. {option} 0,1,2,3")
+    return ids

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from servetune.cli._bench_view import print_metrics, progress
-from servetune.cli._options import ResolveOpts, resolve_options
+from servetune.cli._options import ResolveOpts, check_url, resolve_options
 
 _SERVER = "Server"
 _WORKLOAD = "Workload"
@@ -170,8 +170,13 @@ def bench_command(
     verdicts and goodput; with --capacity, the highest rate at which every SLO holds."""
     from servetune.bench.slo import parse_slos
     from servetune.bench.workloads import load_workload
+    from servetune.cli._output import check_output_dir
     from servetune.errors import SpecError
 
+    if url is not None:
+        check_url(url, "--url")
+    if run_dir is not None:
+        check_output_dir(run_dir, "--run-dir")
     spec = load_workload(workload)
     slos = parse_slos(slo or [])
     if url is None and model is None:

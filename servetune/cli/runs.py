@@ -25,7 +25,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 def _runs_dir(runs_dir: Path | None) -> Path:
     from servetune.launch import RUNS_DIR_ENV
 
-    return runs_dir if runs_dir is not None else Path(os.environ.get(RUNS_DIR_ENV, "runs"))
+    root = runs_dir if runs_dir is not None else Path(os.environ.get(RUNS_DIR_ENV, "runs"))
+    if root.exists() and not root.is_dir():
+        from servetune.errors import SpecError
+
+        option = "--runs-dir" if runs_dir is not None else f"${RUNS_DIR_ENV}"
+        raise SpecError(f"{option} {root} is a file, not a directory", help="give the runs directory (default ./runs)")
+    return root
 
 
 def _age(seconds: float) -> str:

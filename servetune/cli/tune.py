@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from servetune.cli._options import ResolveOpts, resolve_options
+from servetune.cli._options import ResolveOpts, parse_gpu_ids, resolve_options
 
 _SEARCH = "Search"
 _STUDY = "Study and storage"
@@ -225,7 +225,13 @@ def tune(
         return
     if model is None:
         raise typer.BadParameter("--model is required", param_hint="--model")
+    from servetune.cli._output import check_output_dir, check_output_file
     from servetune.tuner import TuneOptions, Tuner, write_preset
+
+    if run_dir is not None:
+        check_output_dir(run_dir, "--run-dir")
+    if out is not None:
+        check_output_file(out, "--out")
     from servetune.tuner.progress import TuneProgress
 
     options = TuneOptions(
@@ -253,7 +259,7 @@ def tune(
         storage=storage,
         study=study,
         run_dir=run_dir,
-        gpus=tuple((gpus or "").split(",")) if gpus else (),
+        gpus=parse_gpu_ids(gpus, "--gpus"),
         requests=requests,
         seed=seed,
         sglang_cmd=sglang_cmd,
@@ -313,8 +319,13 @@ def report(
     The same storage opens in optuna-dashboard: `optuna-dashboard sqlite:///runs/tune/<study>/study.db`
     (pip install 'servetune[dashboard]').
     """
+    from servetune.cli._output import check_output_dir, check_output_file
     from servetune.tuner.report import load_study_result, print_report, write_plots
 
+    if preset_out is not None:
+        check_output_file(preset_out, "--out")
+    if out_dir is not None:
+        check_output_dir(out_dir, "--out-dir")
     study_obj, result = load_study_result(storage, study)
     if preset_out is not None:
         from servetune.tuner import write_preset
