@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
@@ -17,6 +18,8 @@ from servetune.rules.conditions import conditions_disjoint, overlap_candidates
 from servetune.schema.catalog import Catalog
 from servetune.schema.rule import Derived, Rule, condition_paths
 from servetune.yamlio import display_path, format_key_path, load_yaml_with_spans, spec_error_from_validation
+
+log = logging.getLogger("servetune.rules")
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ def load_rule_file(path: str | Path, known: _KnownNames, *, builtin: bool) -> li
     spans = type(spans)({k: SourceLocation(shown, v.line, v.column) for k, v in spans.items()})
     top = SourceLocation(shown, 1)
     if data is None:
+        log.warning("rules file %s is empty: it adds no rules (start it with 'rules:' and a list)", shown)
         return []
     if not isinstance(data, dict) or "rules" not in data:
         raise SpecError(
@@ -106,6 +110,8 @@ def load_rule_file(path: str | Path, known: _KnownNames, *, builtin: bool) -> li
     items = data["rules"]
     if not isinstance(items, list):
         raise SpecError("'rules' must be a list of rules", location=spans.nearest(("rules",), top), key_path="rules")
+    if not items:
+        log.warning("rules file %s has an empty 'rules:' list: it adds no rules", shown)
     loaded: list[LoadedRule] = []
     for index, raw in enumerate(items):
         prefix = ("rules", index)
