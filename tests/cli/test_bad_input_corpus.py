@@ -431,3 +431,31 @@ def test_stdout_error_is_not_raised_for_a_working_stdout(capsys):
     assert run_app(app, ["workloads", "list"]) == 0
     out = capsys.readouterr()
     assert "text-chat" in out.out and "cannot write" not in out.err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes through chmod 000; the corpus covers these with a "
+                    "directory where a file is expected and a path under a regular file")  # fmt: skip
+@pytest.mark.parametrize(
+    "argv,names",
+    [
+        (["resolve", *BASE, "--rules", "{f}"], "{f}"),
+        (["presets", "show", "{f}"], "{f}"),
+        (["workloads", "show", "{f}"], "{f}"),
+        (["hardware", "--replay-nvml", "{f}"], "{f}"),
+        (["resolve", *BASE, "-f", "json", "--out", "{ro}/out.json"], "{ro}"),
+        (["launch", *BASE, *NO_LAUNCH, "--run-dir", "{ro}/run"], "{ro}"),
+        (["tune", "report", "--storage", "sqlite:///{ro}/new.db"], "{ro}/new.db"),
+    ],
+)
+def test_unreadable_and_read_only_paths_are_named(argv, names, tmp_path, capsys):
+    """A file without read permission, or a read-only directory, is exit 1 naming it (non-root only)."""
+    unreadable, read_only = tmp_path / "secret.yaml", tmp_path / "ro"
+    unreadable.write_text("rules: []\n")
+    unreadable.chmod(0)
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    args = [a.replace("{f}", str(unreadable)).replace("{ro}", str(read_only)) for a in argv]
+    code = run_app(app, args)
+    output = "".join(capsys.readouterr())
+    assert code == 1 and "Traceback" not in output, output
+    assert names.replace("{f}", str(unreadable)).replace("{ro}", str(read_only)) in output
