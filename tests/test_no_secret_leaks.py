@@ -30,8 +30,11 @@ SERVETUNE = [sys.executable, "-m", "servetune"]
 BASE = ["--model", "qwen3-8b", "--gpu", "h200", "--sglang-cmd", STANDIN]
 
 
-def _get(url: str, key: str | None) -> int:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+def _post(url: str, key: str | None) -> int:
+    """The status of a one-token completion request sent with `key` (or none)."""
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    body = json.dumps({"prompt": "hello", "max_tokens": 1}).encode()
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status
@@ -65,10 +68,10 @@ def _launch(tmp_path: Path, env: dict[str, str], outputs: dict[str, str]) -> Non
             if line.startswith("serving;"):
                 break
         assert lines and lines[-1].startswith("serving;"), "".join(lines) + proc.stderr.read()
-        url = f"http://127.0.0.1:{port}"
-        assert _get(f"{url}/v1/models", None) == 401
-        assert _get(f"{url}/v1/models", "wrong-key") == 401
-        assert _get(f"{url}/v1/models", API_KEY) == 200
+        url = f"http://127.0.0.1:{port}/v1/completions"
+        assert _post(url, None) == 401
+        assert _post(url, "wrong-key") == 401
+        assert _post(url, API_KEY) == 200
         for args in (["runs"], ["runs", "--json"]):
             done = _run([*SERVETUNE, *args, "--runs-dir", str(tmp_path)], env)
             assert str(port) in done.stdout
@@ -81,7 +84,7 @@ def _launch(tmp_path: Path, env: dict[str, str], outputs: dict[str, str]) -> Non
             proc.wait()
     assert proc.returncode == 130, err
     outputs["launch"] = "".join(lines) + out + err
-    stdout = "".join(lines)
+    stdout = "".join(lines) + out  # the log follower may print the server's lines after "serving;"
     assert "--api-key '<redacted>'" in stdout or "--api-key <redacted>" in stdout, stdout
     assert "SGLANG_S3_SECRET_ACCESS_KEY='<redacted>'" in stdout or "SGLANG_S3_SECRET_ACCESS_KEY=<redacted>" in stdout
     assert '"api_key": "<redacted>"' in stdout, "the stand-in's server_args line, copied from server.log"

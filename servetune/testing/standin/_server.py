@@ -122,10 +122,8 @@ class Handler(BaseHTTPRequestHandler):
             return None
 
     def _authorized(self) -> bool:
-        """SGLang's `--api-key` check: every path but `/health*` and `/metrics` needs `Bearer <key>` (else 401)."""
         key = self.state.resolved.get("api_key")
-        path = urlsplit(self.path).path
-        if not key or path.startswith(("/health", "/metrics")) or self.headers.get("Authorization") == f"Bearer {key}":
+        if not key or self.headers.get("Authorization") == f"Bearer {key}":
             return True
         self._send_json(401, {"error": {"message": "invalid API key", "type": "Unauthorized"}})
         return False
@@ -136,8 +134,6 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
         state = self.state
-        if not self._authorized():
-            return
         if path in ("/health", "/health_generate", "/ready"):
             if self._ready():
                 self._send_json(200, {"status": "ok"})
