@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from servetune.cli import bench, catalog, hardware, launch, presets, resolve, rules, runs, tune, workloads
+from servetune.cli import bench, catalog, compare, hardware, launch, presets, resolve, rules, runs, tune, workloads
 
 app = typer.Typer(
     name="servetune",
@@ -21,7 +21,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for _module in (resolve, hardware, rules, presets, catalog, workloads, launch, bench, tune, runs):
+for _module in (resolve, hardware, rules, presets, catalog, workloads, launch, bench, tune, compare, runs):
     _module.register(app)
 
 
