@@ -216,7 +216,7 @@ def bench_command(
         with runner.start(
             opts.context(workload=spec).resolve(), run_dir=run_dir or default_run_dir("launch")
         ) as server:
-            _cross_check(server.url, spec, requests, run_dir, None, as_json)
+            _cross_check(server.url, spec, requests, run_dir, None, as_json, api_key=server.api_key)
         return
     if url is not None:
         from servetune.bench import run_benchmark
@@ -350,10 +350,10 @@ def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None
     )
 
 
-def _cross_check(url, spec, requests, run_dir, model, as_json) -> None:
+def _cross_check(url, spec, requests, run_dir, model, as_json, api_key=None) -> None:
     from servetune.bench import cross_check
 
-    result = cross_check(url, spec, requests=requests, run_dir=run_dir, model=model)
+    result = cross_check(url, spec, requests=requests, run_dir=run_dir, model=model, api_key=api_key)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
