@@ -166,10 +166,10 @@ def test_server_info_diff_hides_secrets_and_counts_a_hidden_key_as_same():
 
 def test_builtin_client_sends_the_pinned_key_before_openai_api_key(monkeypatch):
     """The server's pinned key wins over `$OPENAI_API_KEY`, which remains the default."""
-    from servetune.bench._builtin import _auth_headers
+    from servetune.bench._probe import auth_headers
 
     monkeypatch.setenv("OPENAI_API_KEY", "from-env-key")
-    assert _auth_headers("pinned-key") == {"Authorization": "Bearer pinned-key"}
-    assert _auth_headers() == {"Authorization": "Bearer from-env-key"}
+    assert auth_headers("pinned-key") == {"Authorization": "Bearer pinned-key"}
+    assert auth_headers() == {"Authorization": "Bearer from-env-key"}
     monkeypatch.delenv("OPENAI_API_KEY")
-    assert _auth_headers() == {}
+    assert auth_headers() == {}

@@ -136,7 +136,7 @@ def run_sglang(
         BenchError: SGLang's client is not importable, cannot express the workload, exits
             non-zero (the log tail is attached), or writes no result.
     """
-    from servetune.bench._builtin import base_url_of
+    from servetune.bench._probe import base_url_of
 
     module = module or sglang_client_module()
     if module is None:
@@ -207,10 +207,10 @@ def check_reachable(base: str, api_key: str | None = None) -> None:
 
     import httpx
 
-    from servetune.bench._builtin import _auth_headers, probe_server
+    from servetune.bench._probe import auth_headers, probe_server
 
     async def probe() -> None:
-        async with httpx.AsyncClient(base_url=base, headers=_auth_headers(api_key)) as client:
+        async with httpx.AsyncClient(base_url=base, headers=auth_headers(api_key)) as client:
             await probe_server(client, base)
 
     asyncio.run(probe())
