@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from servetune.cli._options import OUT, ResolveOpts, resolve_options
+from servetune.secrets import redact_text
 
 
 class Format(str, Enum):
@@ -68,8 +69,8 @@ def _header(res) -> str:
     )
 
 
-def print_table(res) -> None:
-    """Launch line, env and the decisions table (human output)."""
+def print_table(res, *, show_secrets: bool = False) -> None:
+    """Launch line, env and the decisions table (human output); secrets as `<redacted>` unless shown."""
     import shutil
 
     from rich.console import Console
@@ -80,7 +81,8 @@ def print_table(res) -> None:
     width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
     console = Console(highlight=False, soft_wrap=True, width=max(width, 100))
     console.print(_header(res), markup=False)
-    console.print(render_shell(res.argv(), res.env()), markup=False)
+    hide = (lambda text: text) if show_secrets else redact_text
+    console.print(hide(render_shell(res.argv(), res.env())), markup=False)
     table = Table(title="decisions", title_justify="left", show_lines=False)
     for col in ("field", "value", "layer", "source"):
         table.add_column(col, no_wrap=True)
@@ -88,7 +90,7 @@ def print_table(res) -> None:
     for resolved in list(res.config.fields.values()) + list(res.config.env.values()):
         d = resolved.decision
         replaced = f" (over {resolved.chain[-2].layer} {resolved.chain[-2].source})" if len(resolved.chain) > 1 else ""
-        table.add_row(resolved.key, _value_text(resolved.value), d.layer, d.source + replaced, d.reason)
+        table.add_row(resolved.key, hide(_value_text(resolved.value)), d.layer, d.source + replaced, d.reason)
     if table.row_count:
         console.print(table)
     else:
@@ -97,12 +99,13 @@ def print_table(res) -> None:
         console.print(f"skipped {s.key} from {s.source}: {s.reason}", markup=False)
 
 
-def emit(res, fmt: Format, out: Optional[Path]) -> None:
-    """Write the resolution in `fmt` to stdout or `out`."""
+def emit(res, fmt: Format, out: Optional[Path], *, show_secrets: bool = False) -> None:
+    """Write the resolution in `fmt` to stdout or `out`; secret values (an `api_key` pin, a token)
+    are written as `<redacted>` unless `show_secrets`."""
     from servetune.render import render_config_yaml, render_env_lines, render_shell
 
     if fmt is Format.table:
-        print_table(res)
+        print_table(res, show_secrets=show_secrets)
         return
     if fmt is Format.args:
         import shlex
@@ -128,6 +131,8 @@ def emit(res, fmt: Format, out: Optional[Path]) -> None:
         text = f"# SGLang --config file from servetune. Launch with:\n#   {cmd}\n" + body
     else:
         text = json.dumps(resolution_json(res), indent=2, default=str) + "\n"
+    if not show_secrets:
+        text = redact_text(text)
     if out:
         from servetune.cli._output import write_output
 
@@ -157,13 +162,21 @@ def register(app: typer.Typer) -> None:
             Optional[Path],
             typer.Option("--out", "-o", help="Write to this file instead of stdout.", rich_help_panel=OUT),
         ] = None,
+        show_secrets: Annotated[
+            bool,
+            typer.Option(
+                "--show-secrets",
+                help="Print secret values (an api_key pin, tokens) as they are; by default they read <redacted>.",
+                rich_help_panel=OUT,
+            ),
+        ] = False,
     ) -> None:
         """Resolve an explained, validated SGLang launch for a model, GPU, workload and SGLang version."""
         if out is not None:
             from servetune.cli._output import check_output_file
 
             check_output_file(out, "--out")
-        emit(opts.context().resolve(), fmt, out)
+        emit(opts.context().resolve(), fmt, out, show_secrets=show_secrets)
 
     @app.command("explain")
     @resolve_options()
