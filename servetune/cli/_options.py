@@ -242,3 +242,63 @@ def parse_gpu_ids(text: str | None, option: str = "--gpus") -> tuple[str, ...]:
     if len(set(ids)) != len(ids):
         raise SpecError(f"{option} names a GPU twice: {text!r}", help=f"e.g. {option} 0,1,2,3")
     return ids
+
+
+CAPACITY = "Capacity search"
+StartRateOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--start-rate",
+        min=0.001,
+        help="First rate of the capacity search (req/s; default: the workload's request_rate, else 4). "
+        "A tuning study's later trials start at the incumbent's capacity.",
+        rich_help_panel=CAPACITY,
+    ),
+]
+ResolutionOpt = Annotated[
+    float,
+    typer.Option(
+        "--resolution",
+        min=0.01,
+        max=1.0,
+        help="Stop a capacity search when the highest met and lowest missed rates are this close (relative).",
+        rich_help_panel=CAPACITY,
+    ),
+]
+StepSecondsOpt = Annotated[
+    float,
+    typer.Option(
+        "--step-seconds",
+        min=0.1,
+        help="Seconds of Poisson arrivals per capacity step (requests = rate x this, at least --step-requests).",
+        rich_help_panel=CAPACITY,
+    ),
+]
+StepRequestsOpt = Annotated[
+    int, typer.Option("--step-requests", min=1, help="Requests per capacity step at least.", rich_help_panel=CAPACITY)
+]
+SglangCmdOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--sglang-cmd",
+        help="Command that starts SGLang (the argv is appended); default $SERVETUNE_SGLANG_CMD or "
+        "`python -m sglang.launch_server`.",
+    ),
+]
+ClientOpt = Annotated[
+    str, typer.Option("--client", help="Benchmark client: auto, builtin (no SGLang needed) or sglang (bench_serving).")
+]
+
+
+def capacity_search(
+    workload: Any, start_rate: float | None, resolution: float, step_seconds: float, step_requests: int
+):
+    """The `CapacitySearch` the capacity options describe (start: the option, the workload's rate, else 4)."""
+    from servetune.runner import CapacitySearch
+
+    return CapacitySearch(
+        start_rate=start_rate or workload.request_rate or 4.0,
+        resolution=resolution,
+        step_s=step_seconds,
+        min_requests=step_requests,
+    )

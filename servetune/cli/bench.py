@@ -10,7 +10,17 @@ from typing import Annotated, Any, Optional
 import typer
 
 from servetune.cli._bench_view import print_metrics, progress
-from servetune.cli._options import ResolveOpts, check_url, resolve_options
+from servetune.cli._options import (
+    ResolutionOpt,
+    ResolveOpts,
+    SglangCmdOpt,
+    StartRateOpt,
+    StepRequestsOpt,
+    StepSecondsOpt,
+    capacity_search,
+    check_url,
+    resolve_options,
+)
 
 _SERVER = "Server"
 _WORKLOAD = "Workload"
@@ -105,37 +115,10 @@ def bench_command(
             rich_help_panel=_SLO,
         ),
     ] = False,
-    start_rate: Annotated[
-        Optional[float],
-        typer.Option(
-            "--start-rate",
-            min=0.001,
-            help="First rate of the capacity search (req/s; default 4).",
-            rich_help_panel=_SLO,
-        ),
-    ] = None,
-    resolution: Annotated[
-        float,
-        typer.Option(
-            "--resolution",
-            min=0.01,
-            max=1.0,
-            help="Capacity resolution: stop when the highest met and lowest missed rates are this close (relative).",
-            rich_help_panel=_SLO,
-        ),
-    ] = 0.1,
-    step_seconds: Annotated[
-        float,
-        typer.Option(
-            "--step-seconds",
-            min=0.5,
-            help="Seconds of arrivals per capacity step (requests = rate x this, at least --step-requests).",
-            rich_help_panel=_SLO,
-        ),
-    ] = 20.0,
-    step_requests: Annotated[
-        int, typer.Option("--step-requests", min=8, help="Requests per capacity step at least.", rich_help_panel=_SLO)
-    ] = 64,
+    start_rate: StartRateOpt = None,
+    resolution: ResolutionOpt = 0.1,
+    step_seconds: StepSecondsOpt = 20.0,
+    step_requests: StepRequestsOpt = 64,
     reference_rate: Annotated[
         Optional[float],
         typer.Option(
@@ -146,15 +129,7 @@ def bench_command(
             rich_help_panel=_MANAGED,
         ),
     ] = None,
-    sglang_cmd: Annotated[
-        Optional[str],
-        typer.Option(
-            "--sglang-cmd",
-            help="Command that starts SGLang (the argv is appended); "
-            "default $SERVETUNE_SGLANG_CMD or `python -m sglang.launch_server`.",
-            rich_help_panel=_MANAGED,
-        ),
-    ] = None,
+    sglang_cmd: SglangCmdOpt = None,
     run_dir: Annotated[
         Optional[Path],
         typer.Option("--run-dir", help="Directory for the run's files (metrics.json, logs).", rich_help_panel=_OUTPUT),
@@ -193,14 +168,7 @@ def bench_command(
     opts.model = model
     run = _Run(spec, requests, client, sglang_cmd, run_dir, as_json, slos)
     if capacity:
-        from servetune.runner import CapacitySearch
-
-        search = CapacitySearch(
-            start_rate=start_rate or spec.request_rate or 4.0,
-            resolution=resolution,
-            step_s=step_seconds,
-            min_requests=step_requests,
-        )
+        search = capacity_search(spec, start_rate, resolution, step_seconds, step_requests)
         _capacity(run, opts, url, model, search)
         return
     if cross_check:

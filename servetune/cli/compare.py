@@ -8,7 +8,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from servetune.cli._options import ResolveOpts, resolve_options
+from servetune.cli._options import (
+    ClientOpt,
+    ResolutionOpt,
+    ResolveOpts,
+    SglangCmdOpt,
+    StartRateOpt,
+    StepRequestsOpt,
+    StepSecondsOpt,
+    capacity_search,
+    resolve_options,
+)
 
 _SIDES = "Configs A and B"
 _MEASURE = "Measurement"
@@ -72,48 +82,28 @@ def compare_command(
             rich_help_panel=_CAPACITY,
         ),
     ] = None,
-    start_rate: Annotated[
-        Optional[float],
-        typer.Option(
-            "--start-rate",
-            min=0.001,
-            help="First rate of the capacity search (req/s; default 4).",
-            rich_help_panel=_CAPACITY,
-        ),
-    ] = None,
-    resolution: Annotated[
-        float, typer.Option("--resolution", min=0.01, max=1.0, help="Capacity resolution.", rich_help_panel=_CAPACITY)
-    ] = 0.1,
-    step_seconds: Annotated[
-        float, typer.Option("--step-seconds", min=0.1, help="Seconds per capacity step.", rich_help_panel=_CAPACITY)
-    ] = 20.0,
-    step_requests: Annotated[
-        int,
-        typer.Option("--step-requests", min=1, help="Requests per capacity step at least.", rich_help_panel=_CAPACITY),
-    ] = 64,
+    start_rate: StartRateOpt = None,
+    resolution: ResolutionOpt = 0.1,
+    step_seconds: StepSecondsOpt = 20.0,
+    step_requests: StepRequestsOpt = 64,
     requests: Annotated[
         Optional[int],
         typer.Option("--requests", min=1, help="Measured requests per throughput run.", rich_help_panel=_MEASURE),
     ] = None,
-    sglang_cmd: Annotated[
-        Optional[str],
-        typer.Option(
-            "--sglang-cmd", help="Command that starts SGLang (the argv is appended).", rich_help_panel=_MEASURE
-        ),
-    ] = None,
-    client: Annotated[
-        str, typer.Option("--client", help="Benchmark client: auto, builtin or sglang.", rich_help_panel=_MEASURE)
-    ] = "auto",
+    sglang_cmd: SglangCmdOpt = None,
+    client: ClientOpt = "auto",
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Directory for the runs' files.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Compare two configs on one workload: fresh launches A B A B..., B/A per round, its median,
     min-max and stdev, and a verdict (better / worse / not distinguishable from noise)."""
+    from servetune.bench import choose_client
     from servetune.bench.slo import parse_slos
     from servetune.bench.workloads import load_workload
+    from servetune.cli._output import check_output_dir
     from servetune.errors import SpecError
-    from servetune.launch import LaunchOptions, default_run_dir
-    from servetune.runner import CapacitySearch, SglangRunner
+    from servetune.launch import LaunchOptions, check_launch, default_run_dir
+    from servetune.runner import SglangRunner
     from servetune.tuner.compare import CompareSide, compare, side_layer
 
     if not (a or a_set or a_no_rules) and not (b or b_set or b_no_rules):
@@ -124,14 +114,19 @@ def compare_command(
     if objective == "capacity":
         if not slos:
             raise SpecError("--objective capacity needs at least one --slo", help="e.g. --slo p99_ttft_ms<=1000")
-        search = CapacitySearch(start_rate=start_rate or spec.request_rate or 4.0, resolution=resolution,
-                                step_s=step_seconds, min_requests=step_requests)  # fmt: skip
+        search = capacity_search(spec, start_rate, resolution, step_seconds, step_requests)
     elif slos:
         raise SpecError("--slo is for --objective capacity", help="drop --slo, or add --objective capacity")
+    if run_dir is not None:
+        check_output_dir(run_dir, "--run-dir")
+    if objective != "capacity":
+        choose_client(client, spec)  # a bad --client fails before any launch
+    options = LaunchOptions(**({"sglang_cmd": sglang_cmd} if sglang_cmd else {}))
+    check_launch(options)  # a launch that cannot start leaves no run directory behind
     ctx = opts.context(workload=spec)
     side_a = CompareSide("A", side_layer(ctx, a, a_set or ()), False if a_no_rules else None, _label(a, a_set))
     side_b = CompareSide("B", side_layer(ctx, b, b_set or ()), False if b_no_rules else None, _label(b, b_set))
-    runner = SglangRunner(LaunchOptions(**({"sglang_cmd": sglang_cmd} if sglang_cmd else {})), client=client)
+    runner = SglangRunner(options, client=client)
     out_dir = run_dir or default_run_dir("compare")
 
     def on_round(rnd: int, label: str, value: float | None, failure: str | None) -> None:

@@ -13,7 +13,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from servetune.cli._options import ResolveOpts, parse_gpu_ids, resolve_options
+from servetune.cli._options import (
+    ClientOpt,
+    ResolutionOpt,
+    ResolveOpts,
+    SglangCmdOpt,
+    StartRateOpt,
+    StepRequestsOpt,
+    StepSecondsOpt,
+    parse_gpu_ids,
+    resolve_options,
+)
 
 _SEARCH = "Search"
 _STUDY = "Study and storage"
@@ -88,39 +98,10 @@ def tune(
             rich_help_panel=_SEARCH,
         ),
     ] = None,
-    start_rate: Annotated[
-        Optional[float],
-        typer.Option(
-            "--start-rate",
-            min=0.001,
-            help="First rate of the baselines' capacity search (req/s; default: the workload's request_rate, "
-            "else 4). Later trials start at the incumbent's capacity.",
-            rich_help_panel=_CAPACITY,
-        ),
-    ] = None,
-    resolution: Annotated[
-        float,
-        typer.Option(
-            "--resolution",
-            min=0.01,
-            max=1.0,
-            help="Stop a capacity search when the highest met and lowest missed rates are this close (relative).",
-            rich_help_panel=_CAPACITY,
-        ),
-    ] = 0.1,
-    step_seconds: Annotated[
-        float,
-        typer.Option(
-            "--step-seconds",
-            min=0.1,
-            help="Seconds of arrivals per capacity step (requests = rate x this, at least --step-requests).",
-            rich_help_panel=_CAPACITY,
-        ),
-    ] = 20.0,
-    step_requests: Annotated[
-        int,
-        typer.Option("--step-requests", min=1, help="Requests per capacity step at least.", rich_help_panel=_CAPACITY),
-    ] = 64,
+    start_rate: StartRateOpt = None,
+    resolution: ResolutionOpt = 0.1,
+    step_seconds: StepSecondsOpt = 20.0,
+    step_requests: StepRequestsOpt = 64,
     space: Annotated[
         Optional[Path],
         typer.Option(
@@ -201,17 +182,8 @@ def tune(
             rich_help_panel=_RUN,
         ),
     ] = None,
-    sglang_cmd: Annotated[
-        Optional[str],
-        typer.Option(
-            "--sglang-cmd",
-            help="Command prefix for the server (default python -m sglang.launch_server).",
-            rich_help_panel=_RUN,
-        ),
-    ] = None,
-    client: Annotated[
-        str, typer.Option("--client", help="Benchmark client: auto, builtin or sglang.", rich_help_panel=_RUN)
-    ] = "auto",
+    sglang_cmd: SglangCmdOpt = None,
+    client: ClientOpt = "auto",
     startup_timeout: Annotated[
         Optional[float],
         typer.Option("--startup-timeout", help="Seconds a launch may take to become ready.", rich_help_panel=_RUN),

@@ -285,7 +285,7 @@ CASES = [
     # runs and stop
     _case("runs --runs-dir a file", ("runs", "--runs-dir", "{d}/afile"), "{d}/afile"),
     _case("stop unknown run", ("stop", "no-such-run", "--runs-dir", "{d}/adir"), "no-such-run"),
-    # compare (skipped while the command is not registered)
+    # compare
     _case("compare with no configs", ("compare", *BASE, *NO_LAUNCH), "--a"),
     _case(
         "compare --rounds 0", ("compare", *BASE, *NO_LAUNCH, "--a-no-rules", "--rounds", "0"), "--rounds", codes=(2,)
@@ -300,6 +300,16 @@ CASES = [
         "compare --objective capacity without --slo",
         ("compare", *BASE, *NO_LAUNCH, "--a-no-rules", "--objective", "capacity"),
         "--slo",
+    ),  # fmt: skip
+    _case(
+        "compare --run-dir under a file",
+        ("compare", *BASE, *NO_LAUNCH, "--a-no-rules", "--b-no-rules", "--run-dir", "{d}/afile/sub"),
+        "{d}/afile/sub",
+    ),  # fmt: skip
+    _case(
+        "compare --client unknown",
+        ("compare", *BASE, *NO_LAUNCH, "--a-no-rules", "--b-no-rules", "--client", "curl"),
+        "curl",
     ),  # fmt: skip
     _case(
         "compare --sglang-cmd unbalanced quote",
