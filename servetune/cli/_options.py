@@ -153,6 +153,43 @@ _RESOLVE_PARAMS: dict[str, tuple[Any, Any]] = {
 }
 
 
+def _option_group(
+    arg: str, params: dict[str, tuple[Any, Any]], build: Callable[[dict[str, Any]], Any], exclude: tuple[str, ...]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator that adds the options in `params` to a command and hands them to it gathered as
+    one argument, `arg` (built by `build` from their values). Typer reads the wrapper's signature:
+    the command's own parameters (less `arg`), then the group's. Decorators of two groups stack."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != arg]
+        taken = {p.name for p in own}
+        names = [n for n in params if n not in exclude and n not in taken]
+        kw = inspect.Parameter.KEYWORD_ONLY
+        shared = [inspect.Parameter(n, kw, annotation=params[n][0], default=params[n][1]) for n in names]
+        own = [p.replace(kind=kw) for p in own]
+        # parameters without a default first: Python's signature rules, though all are keyword-only
+        params_out = [p for p in own + shared if p.default is inspect.Parameter.empty]
+        params_out += [p for p in own + shared if p.default is not inspect.Parameter.empty]
+
+        @functools.wraps(func)
+        def wrapper(**kwargs: Any) -> Any:
+            gathered = {n: kwargs.pop(n) for n in names}
+            return func(**{arg: build(gathered)}, **kwargs)
+
+        wrapper.__signature__ = inspect.Signature(params_out)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params_out}
+        return wrapper
+
+    return decorate
+
+
+def _resolve_opts(values: dict[str, Any]) -> ResolveOpts:
+    for key in ("sets", "envs", "rules"):
+        if key in values:
+            values[key] = values[key] or []
+    return ResolveOpts(**values)
+
+
 def resolve_options(*, exclude: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command the resolve options, declared once here: the command takes `opts: ResolveOpts`.
 
@@ -162,38 +199,9 @@ def resolve_options(*, exclude: tuple[str, ...] = ()) -> Callable[[Callable[...,
             ctx = opts.context()
 
     Options in `exclude` are left out (a command that declares its own `--model` or `--workload`
-    sets them on `opts` itself). Typer reads the wrapper's signature: the command's own parameters
-    (less `opts`), then the resolve options.
+    sets them on `opts` itself).
     """
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "opts"]
-        taken = {p.name for p in own}
-        names = [n for n in _RESOLVE_PARAMS if n not in exclude and n not in taken]
-        shared = [
-            inspect.Parameter(
-                n, inspect.Parameter.KEYWORD_ONLY, annotation=_RESOLVE_PARAMS[n][0], default=_RESOLVE_PARAMS[n][1]
-            )
-            for n in names
-        ]
-        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-        # parameters without a default first: Python's signature rules, though all are keyword-only
-        params = [p for p in own + shared if p.default is inspect.Parameter.empty]
-        params += [p for p in own + shared if p.default is not inspect.Parameter.empty]
-
-        @functools.wraps(func)
-        def wrapper(**kwargs: Any) -> Any:
-            gathered = {n: kwargs.pop(n) for n in names}
-            for key in ("sets", "envs", "rules"):
-                if key in gathered:
-                    gathered[key] = gathered[key] or []
-            return func(opts=ResolveOpts(**gathered), **kwargs)
-
-        wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in params}
-        return wrapper
-
-    return decorate
+    return _option_group("opts", _RESOLVE_PARAMS, _resolve_opts, exclude)
 
 
 def resolve_from_opts(opts: ResolveOpts, **overrides: Any):
@@ -290,15 +298,36 @@ ClientOpt = Annotated[
 ]
 
 
-def capacity_search(
-    workload: Any, start_rate: float | None, resolution: float, step_seconds: float, step_requests: int
-):
-    """The `CapacitySearch` the capacity options describe (start: the option, the workload's rate, else 4)."""
-    from servetune.runner import CapacitySearch
+@dataclass(frozen=True)
+class CapacityOpts:
+    """The capacity search options, gathered."""
 
-    return CapacitySearch(
-        start_rate=start_rate or workload.request_rate or 4.0,
-        resolution=resolution,
-        step_s=step_seconds,
-        min_requests=step_requests,
-    )
+    start_rate: float | None = None
+    resolution: float = 0.1
+    step_seconds: float = 20.0
+    step_requests: int = 64
+
+    def search(self, workload: Any):
+        """The `CapacitySearch` they describe (start: the option, the workload's rate, else 4 req/s)."""
+        from servetune.runner import CapacitySearch
+
+        return CapacitySearch(
+            start_rate=self.start_rate or workload.request_rate or 4.0,
+            resolution=self.resolution,
+            step_s=self.step_seconds,
+            min_requests=self.step_requests,
+        )
+
+
+_CAPACITY_PARAMS: dict[str, tuple[Any, Any]] = {
+    "start_rate": (StartRateOpt, None),
+    "resolution": (ResolutionOpt, 0.1),
+    "step_seconds": (StepSecondsOpt, 20.0),
+    "step_requests": (StepRequestsOpt, 64),
+}
+
+
+def capacity_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the capacity search options (`--start-rate`, `--resolution`, `--step-seconds`,
+    `--step-requests`), declared once here: the command takes `cap: CapacityOpts`."""
+    return _option_group("cap", _CAPACITY_PARAMS, lambda values: CapacityOpts(**values), ())

@@ -11,13 +11,10 @@ import typer
 
 from servetune.cli._bench_view import print_metrics, progress
 from servetune.cli._options import (
-    ResolutionOpt,
+    CapacityOpts,
     ResolveOpts,
     SglangCmdOpt,
-    StartRateOpt,
-    StepRequestsOpt,
-    StepSecondsOpt,
-    capacity_search,
+    capacity_options,
     check_url,
     resolve_options,
 )
@@ -30,8 +27,10 @@ _SLO = "SLO and capacity"
 
 
 @resolve_options(exclude=("model", "workload"))
+@capacity_options()
 def bench_command(
     opts: ResolveOpts,
+    cap: CapacityOpts,
     workload: Annotated[
         str,
         typer.Option(
@@ -115,10 +114,6 @@ def bench_command(
             rich_help_panel=_SLO,
         ),
     ] = False,
-    start_rate: StartRateOpt = None,
-    resolution: ResolutionOpt = 0.1,
-    step_seconds: StepSecondsOpt = 20.0,
-    step_requests: StepRequestsOpt = 64,
     reference_rate: Annotated[
         Optional[float],
         typer.Option(
@@ -168,7 +163,7 @@ def bench_command(
     opts.model = model
     run = _Run(spec, requests, client, sglang_cmd, run_dir, as_json, slos)
     if capacity:
-        search = capacity_search(spec, start_rate, resolution, step_seconds, step_requests)
+        search = cap.search(spec)
         _capacity(run, opts, url, model, search)
         return
     if cross_check:

@@ -9,14 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from servetune.cli._options import (
+    CapacityOpts,
     ClientOpt,
-    ResolutionOpt,
     ResolveOpts,
     SglangCmdOpt,
-    StartRateOpt,
-    StepRequestsOpt,
-    StepSecondsOpt,
-    capacity_search,
+    capacity_options,
     resolve_options,
 )
 
@@ -26,8 +23,10 @@ _CAPACITY = "Capacity (--objective capacity)"
 
 
 @resolve_options(exclude=("workload",))
+@capacity_options()
 def compare_command(
     opts: ResolveOpts,
+    cap: CapacityOpts,
     workload: Annotated[
         str, typer.Option("--workload", "-w", help="Workload name or file, run against both configs.")
     ] = "text-chat",
@@ -82,10 +81,6 @@ def compare_command(
             rich_help_panel=_CAPACITY,
         ),
     ] = None,
-    start_rate: StartRateOpt = None,
-    resolution: ResolutionOpt = 0.1,
-    step_seconds: StepSecondsOpt = 20.0,
-    step_requests: StepRequestsOpt = 64,
     requests: Annotated[
         Optional[int],
         typer.Option("--requests", min=1, help="Measured requests per throughput run.", rich_help_panel=_MEASURE),
@@ -114,7 +109,7 @@ def compare_command(
     if objective == "capacity":
         if not slos:
             raise SpecError("--objective capacity needs at least one --slo", help="e.g. --slo p99_ttft_ms<=1000")
-        search = capacity_search(spec, start_rate, resolution, step_seconds, step_requests)
+        search = cap.search(spec)
     elif slos:
         raise SpecError("--slo is for --objective capacity", help="drop --slo, or add --objective capacity")
     if run_dir is not None:

@@ -14,13 +14,11 @@ from typing import Annotated, Optional
 import typer
 
 from servetune.cli._options import (
+    CapacityOpts,
     ClientOpt,
-    ResolutionOpt,
     ResolveOpts,
     SglangCmdOpt,
-    StartRateOpt,
-    StepRequestsOpt,
-    StepSecondsOpt,
+    capacity_options,
     parse_gpu_ids,
     resolve_options,
 )
@@ -46,9 +44,11 @@ def register(app: typer.Typer) -> None:
 
 
 @resolve_options(exclude=("model", "workload", "preset"))
+@capacity_options()
 def tune(
     ctx: typer.Context,
     opts: ResolveOpts,
+    cap: CapacityOpts,
     model: Annotated[
         Optional[str],
         typer.Option("--model", "-m", help="Bundled model name, HF id or local model dir.", rich_help_panel=_TARGET),
@@ -98,10 +98,6 @@ def tune(
             rich_help_panel=_SEARCH,
         ),
     ] = None,
-    start_rate: StartRateOpt = None,
-    resolution: ResolutionOpt = 0.1,
-    step_seconds: StepSecondsOpt = 20.0,
-    step_requests: StepRequestsOpt = 64,
     space: Annotated[
         Optional[Path],
         typer.Option(
@@ -222,10 +218,10 @@ def tune(
         trials=trials,
         objective=objective,
         slos=tuple(slo or ()),
-        start_rate=start_rate,
-        resolution=resolution,
-        step_seconds=step_seconds,
-        step_requests=step_requests,
+        start_rate=cap.start_rate,
+        resolution=cap.resolution,
+        step_seconds=cap.step_seconds,
+        step_requests=cap.step_requests,
         space_file=str(space) if space else None,
         space_sets=tuple(space_set or ()),
         storage=storage,
