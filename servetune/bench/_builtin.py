@@ -244,9 +244,18 @@ async def _measure(
             stopped_early=stopped,
             client_prep_s=round(bodies.prep_s, 4),
             text_tokens_per_word=ratio,
+            offered_ratio=offered_ratio(),
         )
 
     sent = 0
+    schedule: list[float] = []  # when each Poisson arrival was due (s after clock0)
+    sent_at: list[float] = []  # when it was sent
+
+    def offered_ratio() -> float | None:
+        """Scheduled over actual sending time of the Poisson arrivals so far (1.0: the client kept to them)."""
+        if len(sent_at) < 2 or sent_at[-1] <= sent_at[0]:
+            return None
+        return min(1.0, (schedule[-1] - schedule[0]) / (sent_at[-1] - sent_at[0]))
 
     def partial(stopped: bool = False, end: float | None = None) -> Metrics:
         duration = (end if end is not None else time.perf_counter()) - clock0
@@ -278,9 +287,13 @@ async def _measure(
             at = bodies.arrival_s(index)
             if at is not None:  # a trace replayed at its recorded times
                 await asyncio.sleep(max(0.0, clock0 + at - time.perf_counter()))
+            if at is None and workload.request_rate is not None:
+                # an absolute schedule: a client that falls behind catches up, and its lag is measured
+                due = schedule[-1] + rng.expovariate(workload.request_rate) if schedule else 0.0
+                await asyncio.sleep(max(0.0, clock0 + due - time.perf_counter()))
+                schedule.append(due)
+                sent_at.append(time.perf_counter() - clock0)
             tasks.append(asyncio.create_task(one(body, images, expected, estimate)))
-            if at is None and workload.request_rate is not None and index < requests - 1:
-                await asyncio.sleep(rng.expovariate(workload.request_rate))
 
     sender = asyncio.create_task(send_all())
     stopped = False

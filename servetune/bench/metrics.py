@@ -169,6 +169,9 @@ class Metrics(BaseModel):
     """Images sent in measured requests."""
     errors: list[str] = Field(default_factory=list)
     """Up to five distinct error messages of failed requests."""
+    offered_ratio: float | None = None
+    """Poisson runs: the scheduled over the actual sending time of the arrivals (1.0: the client sent at the
+    rate asked; below, it could not generate the load, and the run measured a lower rate than it names)."""
     served_ratio: float | None = None
     """Open-loop runs (`request_rate`): completions over arrivals while requests arrive, shifted by
     the median latency (`served_ratio`). About 1 while the server keeps up; below 1 when it queues

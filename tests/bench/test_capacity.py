@@ -115,3 +115,23 @@ def test_capacity_on_the_stand_in_server(tmp_path):
     assert cap.lowest_missed is None or cap.lowest_missed > cap.request_rate
     met = [s for s in cap.steps if s.met]
     assert met and all(s.verdicts[0]["value_ms"] <= 400 for s in met)
+
+
+def test_a_step_the_client_could_not_generate_is_not_met():
+    """The builtin client measures how far it fell behind its Poisson schedule (`offered_ratio`); a
+    step it could not offer did not test its rate and is not met, whatever the latencies read."""
+    from servetune.bench import run_benchmark
+    from servetune.bench.capacity import _judge
+    from servetune.schema.workload import Workload
+    from tests.bench.fakeserver import FakeServer
+
+    slos = parse_slos(["p99_ttft_ms<=5000"])
+    w = Workload(name="rate", summary="s", requests=60, max_concurrency=None, output_tokens=2, warmup_requests=0)
+    with FakeServer(ttft_s=0.001, itl_s=0.001) as server:
+        easy = run_benchmark(server.url, w.model_copy(update={"request_rate": 20.0}), slos=slos)
+        flood = run_benchmark(server.url, w.model_copy(update={"request_rate": 1e6, "requests": 400}), slos=slos)
+    assert easy.offered_ratio is not None and easy.offered_ratio > 0.95
+    assert _judge(20.0, easy, 0.9, 0.01)[0]
+    assert flood.offered_ratio is not None and flood.offered_ratio < 0.5
+    met, why, _ = _judge(1e6, flood, 0.9, 0.01)
+    assert not met and "the client sent only" in why
