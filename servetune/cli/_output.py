@@ -45,7 +45,7 @@ def check_output_dir(path: Path, option: str) -> None:
     Raises:
         SpecError: naming `option` and `path`, with a hint.
     """
-    from servetune.launch._options import dir_problem
+    from servetune.launch import dir_problem
 
     problem = dir_problem(path)
     if problem is not None:

@@ -63,8 +63,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Start SGLang with the resolved launch and keep it in the foreground; Ctrl-C stops it cleanly."""
         from servetune.launch import LaunchOptions
-        from servetune.launch._foreground import run_foreground
-        from servetune.runner import WATCHED_FIELDS
+        from servetune.runner import SglangRunner
 
         options = LaunchOptions(
             sglang_cmd=sglang_cmd,
@@ -73,6 +72,5 @@ def register(app: typer.Typer) -> None:
             startup_timeout_s=startup_timeout,
             stop_grace_s=stop_grace,
             run_dir=run_dir,
-            watched_fields=WATCHED_FIELDS,
         )
-        run_foreground(opts.context().resolve(), options, follow_log=not quiet)
+        SglangRunner(options).serve(opts.context().resolve(), follow_log=not quiet)

@@ -310,6 +310,6 @@ def report(
 
 
 def _redact(url: str) -> str:
-    from servetune.tuner._storage import redact_url
+    from servetune.tuner import redact_url
 
     return redact_url(url)

@@ -64,8 +64,9 @@ from __future__ import annotations
 
 from servetune.launch._diff import FieldDiff, ServerInfoDiff, diff_server_info
 from servetune.launch._failures import FailureClass, classify_failure, read_tail
+from servetune.launch._foreground import run_foreground
 from servetune.launch._gpu import gpu_memory_used_mib, wait_gpu_memory_released
-from servetune.launch._options import LaunchOptions
+from servetune.launch._options import LaunchOptions, dir_problem
 from servetune.launch._ports import PortReservation, port_is_free, reserve_free_port
 from servetune.launch._record import (
     LiveServer,
@@ -93,6 +94,7 @@ from servetune.launch._rundir import (
 from servetune.launch._server import ServerHandle, check_launch, start_server
 
 __all__ = [
+    "dir_problem",
     "RUNS_DIR_ENV",
     "FailureClass",
     "FieldDiff",
@@ -115,6 +117,7 @@ __all__ = [
     "read_server_record",
     "read_tail",
     "reap_orphan_server",
+    "run_foreground",
     "redact_argv",
     "redact_env",
     "reserve_free_port",

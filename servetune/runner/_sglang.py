@@ -150,3 +150,10 @@ class SglangRunner(BaseRunner):
         return self.server_class(
             handle, client=self.client, model=self.model, api_key=getattr(resolution, "api_key", None)
         )
+
+    def serve(self, resolution: Resolution, *, follow_log: bool = True) -> None:
+        """Serve `resolution` in the foreground until Ctrl-C or the server dies (`servetune launch`):
+        the runner's launch options and watched fields, no benchmark. The options' `port` must be set."""
+        from servetune.launch import run_foreground
+
+        run_foreground(resolution, self.options, follow_log=follow_log)

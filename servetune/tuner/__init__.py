@@ -34,11 +34,13 @@ from servetune.tuner._result import (
     rank_feasible,
     summarize_trial,
 )
+from servetune.tuner._storage import redact_url
 from servetune.tuner._tuner import Tuner
 from servetune.tuner._worker import MAX_REPROPOSALS
 from servetune.tuner.output import build_preset, write_preset
 
 __all__ = [
+    "redact_url",
     "MAX_REPROPOSALS",
     "SOURCES_BASELINE",
     "TrialSummary",
