@@ -403,8 +403,8 @@ def pruning(tmp: Path, n_configs: int, requests: int, seed: int) -> None:
 
     from servetune.testing.standin import expected_throughput
     from servetune.tuner import Tuner
+    from servetune.tuner._params import encode_params
     from servetune.tuner._pruning import CHECKPOINTS_PER_RUN, FIRST_WAVE_MARGIN, PRUNE_MARGINS, window_needs
-    from servetune.tuner.space import encode_params
 
     # a realistic sequence: the baselines first (as every study), then configs drawn at random
     # from the grid (OOM ones included: they die at start and cost no benchmark time)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from servetune.schema.space import ChoiceDistribution, Distribution, FloatDistribution, IntDistribution
 from servetune.tuner._options import SOURCES_BASELINE
-from servetune.tuner.space import _coerce, encode_params
+from servetune.tuner._params import _coerce, encode_params
 
 if TYPE_CHECKING:
     from servetune.tuner._setup import StudySetup

@@ -8,8 +8,8 @@ from typing import Any
 
 from servetune.errors import TuningError
 from servetune.tuner import _storage
+from servetune.tuner._params import decode_params
 from servetune.tuner.objectives import Objective
-from servetune.tuner.space import decode_params
 
 
 @dataclass

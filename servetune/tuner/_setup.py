@@ -17,18 +17,11 @@ from servetune.secrets import redact
 from servetune.tuner import _storage
 from servetune.tuner._evaluate import Slot
 from servetune.tuner._options import TuneOptions
+from servetune.tuner._params import baseline_params, encode_params, ordinal_values
 from servetune.tuner._result import TrialSummary, summarize_trial
 from servetune.tuner.events import LostTrials
 from servetune.tuner.objectives import CAPACITY, Objective, Slo, parse_objectives, parse_slo
-from servetune.tuner.space import (
-    ResolvedSpace,
-    baseline_params,
-    build_space,
-    default_space_name,
-    encode_params,
-    load_shipped_space,
-    ordinal_values,
-)
+from servetune.tuner.space import ResolvedSpace, build_space, default_space_name, load_shipped_space
 
 if TYPE_CHECKING:
     from servetune.bench.slo import LatencySlo

@@ -14,9 +14,9 @@ from servetune.secrets import redact
 from servetune.tuner import _local, _storage
 from servetune.tuner._evaluate import Outcome, Slot, config_hash, evaluate, evaluate_capacity, failure_record
 from servetune.tuner._options import SOURCES_BASELINE
+from servetune.tuner._params import suggest
 from servetune.tuner._result import pick_best, summarize_trial
 from servetune.tuner.events import BestSoFar, TrialFinished, TrialStarted
-from servetune.tuner.space import suggest
 
 if TYPE_CHECKING:
     from servetune.runner import BaseRunner

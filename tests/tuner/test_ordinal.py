@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from servetune.schema.space import ChoiceDistribution
-from servetune.tuner.space import build_space, decode_params, encode_params, ordinal_values, to_optuna
+from servetune.tuner._params import decode_params, encode_params, ordinal_values, to_optuna
+from servetune.tuner.space import build_space
 from tests.tuner.test_space import CATALOG
 
 SPACE = """\
@@ -59,7 +60,7 @@ def test_index_and_value_map_both_ways_through_an_optuna_trial():
     with pytest.raises(ValueError):
         encode_params(space, {"chunked_prefill_size": 4096.0})  # a float is not the int choice
 
-    from servetune.tuner.space import suggest
+    from servetune.tuner._params import suggest
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize")

@@ -7,7 +7,8 @@ import pytest
 from servetune.errors import SpecError, UnknownNameError
 from servetune.schema.catalog import Catalog, EnvSpec, FieldSpec
 from servetune.schema.space import ChoiceDistribution, FloatDistribution, IntDistribution
-from servetune.tuner.space import baseline_params, build_space, load_shipped_space, parse_compact, shipped_spaces
+from servetune.tuner._params import baseline_params
+from servetune.tuner.space import build_space, load_shipped_space, parse_compact, shipped_spaces
 
 CATALOG = Catalog(
     sglang_version="0.5.23",
