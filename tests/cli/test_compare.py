@@ -31,6 +31,7 @@ def test_the_verdict_needs_every_ratio_beyond_the_noise_on_one_side():
     assert verdict([0.80, 0.90], "minimize") == "better"
     assert verdict([1.08, 1.10], "maximize", noise=0.09) == NOISE
     assert verdict([], "maximize") == NOISE
+    assert verdict([0.5], "maximize") == NOISE  # one round: no spread to judge by
     assert self_noise([100.0, 110.0, 90.0]) == pytest.approx(0.1)
     assert self_noise([100.0, 101.0]) == 0.03
 
