@@ -210,6 +210,29 @@ class BaseRunner(ABC):
         `ServetuneError` that is not about the config (bad options, bad workload) is `error`.
         Ctrl-C stops the server and propagates.
         """
+
+        def bench(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
+            metrics, failure = self._bench(
+                server, workload, requests, run_dir, on_progress, should_stop, timings, guard=guard, slos=slos
+            )
+            return metrics, failure, {}
+
+        return self.session(resolution, run_dir=run_dir, gpus=gpus, body=bench)
+
+    def session(
+        self,
+        resolution: Resolution,
+        *,
+        run_dir: Path,
+        gpus: Sequence[str] | None,
+        body: Callable[[BaseServer, RunTimings], tuple[Any, Failure | None, dict[str, Any]]],
+    ) -> Measurement:
+        """Start a server, run `body(server, timings)` against it, stop it, record the outcome.
+
+        `body` returns (metrics, failure, more `Measurement` fields); a start failure is recorded
+        without calling it (a `LaunchError` with its class, exit status and log tail; any other
+        `ServetuneError` as `error`). Ctrl-C stops the server and propagates.
+        """
         t0 = time.monotonic()
         timings = RunTimings()
         try:
@@ -230,9 +253,7 @@ class BaseRunner(ABC):
             return self._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
         timings.startup_s = server.startup_s
         try:
-            metrics, failure = self._bench(
-                server, workload, requests, run_dir, on_progress, should_stop, timings, guard=guard, slos=slos
-            )
+            metrics, failure, extra = body(server, timings)
         finally:
             server.stop()
             timings.stop_s = server.stop_s
@@ -245,6 +266,7 @@ class BaseRunner(ABC):
             timings=timings,
             run_dir=run_dir,
             url=server.url,
+            **extra,
         )
         return self._finish(out)
 

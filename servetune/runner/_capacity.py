@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servetune.errors import LaunchError, ServetuneError
-from servetune.runner._base import BaseRunner, Failure, Measurement, RunTimings
+from servetune.runner._base import BaseRunner, BaseServer, Failure, Measurement, RunTimings
 from servetune.runner._guard import RunawayGuard
 
 if TYPE_CHECKING:
@@ -94,60 +93,43 @@ def measure_capacity(
     from servetune.bench.capacity import find_capacity
 
     search = search or CapacitySearch()
-    t0 = time.monotonic()
-    timings = RunTimings()
-    try:
-        server = runner.start(resolution, run_dir=run_dir, gpus=gpus)
-    except (LaunchError, ServetuneError) as exc:
-        timings.total_s = time.monotonic() - t0
-        cls = exc.failure if isinstance(exc, LaunchError) else "error"
-        failure = Failure(cls=cls, stage="start", message=exc.message, log_tail=getattr(exc, "log_tail", ""))
-        return runner._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
-    timings.startup_s = server.startup_s
-    metrics_at: dict[float, Any] = {}
-    index = 0
 
-    def run_step(rate: float, requests: int, should_stop: Callable[[int, Any], bool]) -> Any:
-        nonlocal index
-        index += 1
-        step_dir = Path(run_dir) / "steps" / f"{index:02d}-{rate:.4g}"
-        guard = RunawayGuard.from_rate(rate, requests=requests, concurrency=None)
-        wl = step_workload(workload, rate, requests, search.warmup_requests)
+    def search_on(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
+        metrics_at: dict[float, Any] = {}
+        index = 0
 
-        def halt(done: int, partial: Any) -> bool:
-            return bool(stop and stop()) or should_stop(done, partial)
+        def run_step(rate: float, requests: int, should_stop: Callable[[int, Any], bool]) -> Any:
+            nonlocal index
+            index += 1
+            step_dir = Path(run_dir) / "steps" / f"{index:02d}-{rate:.4g}"
+            guard = RunawayGuard.from_rate(rate, requests=requests, concurrency=None)
+            wl = step_workload(workload, rate, requests, search.warmup_requests)
 
-        metrics, failure = runner._bench(server, wl, requests, step_dir, None, halt, timings, guard=guard, slos=slos)
-        if failure is not None:
-            raise _StepFailed(failure, metrics)
-        if stop and stop():
-            raise KeyboardInterrupt
-        metrics_at[rate] = metrics
-        return metrics
+            def halt(done: int, partial: Any) -> bool:
+                return bool(stop and stop()) or should_stop(done, partial)
 
-    bench_t = time.monotonic()
-    failure = None
-    capacity = None
-    try:
-        capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
-    except _StepFailed as exc:
-        failure = exc.failure
-    finally:
-        server.stop()
-        timings.bench_s = time.monotonic() - bench_t
-        timings.stop_s = server.stop_s
-        timings.total_s = time.monotonic() - t0
-    metrics = metrics_at.get(capacity.request_rate) if capacity and capacity.request_rate else None
-    out = Measurement(
-        metrics=metrics,
-        failure=failure,
-        capacity=capacity,
-        diff=server.diff,
-        server_info=dict(server.server_info or {}),
-        timings=timings,
-        run_dir=run_dir,
-        url=server.url,
-    )
-    if capacity is not None:
-        runner.record(Path(run_dir), "capacity.json", capacity.model_dump(mode="json"))
-    return runner._finish(out)
+            metrics, failure = runner._bench(
+                server, wl, requests, step_dir, None, halt, timings, guard=guard, slos=slos
+            )
+            if failure is not None:
+                raise _StepFailed(failure, metrics)
+            if stop and stop():
+                raise KeyboardInterrupt
+            metrics_at[rate] = metrics
+            return metrics
+
+        bench_t = time.monotonic()
+        try:
+            capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
+        except _StepFailed as exc:
+            return None, exc.failure, {}
+        finally:
+            timings.bench_s = time.monotonic() - bench_t
+        if capacity.request_rate is None:
+            return None, None, {"capacity": capacity}
+        return metrics_at.get(capacity.request_rate), None, {"capacity": capacity}
+
+    out = runner.session(resolution, run_dir=run_dir, gpus=gpus, body=search_on)
+    if out.capacity is not None:
+        runner.record(Path(run_dir), "capacity.json", out.capacity.model_dump(mode="json"))
+    return out
