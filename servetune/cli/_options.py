@@ -311,8 +311,9 @@ class CapacityOpts:
         """The `CapacitySearch` they describe (start: the option, the workload's rate, else 4 req/s)."""
         from servetune.runner import CapacitySearch
 
-        return CapacitySearch(
-            start_rate=self.start_rate or workload.request_rate or 4.0,
+        return CapacitySearch.for_workload(
+            workload,
+            start_rate=self.start_rate,
             resolution=self.resolution,
             step_s=self.step_seconds,
             min_requests=self.step_requests,

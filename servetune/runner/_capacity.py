@@ -21,11 +21,15 @@ if TYPE_CHECKING:
 __all__ = ["CapacitySearch", "measure_capacity", "step_workload"]
 
 
+DEFAULT_START_RATE = 4.0
+"""A capacity search's first rate (req/s) when neither the option nor the workload gives one."""
+
+
 @dataclass(frozen=True)
 class CapacitySearch:
     """How a capacity search runs (`servetune.bench.capacity.find_capacity`'s settings)."""
 
-    start_rate: float = 4.0
+    start_rate: float = DEFAULT_START_RATE
     """First rate tried (req/s)."""
     resolution: float = 0.1
     """Stop when the bracket's ends are within this relative distance."""
@@ -41,6 +45,18 @@ class CapacitySearch:
     """Steps at most."""
     warmup_requests: int = 4
     """Warm-up requests before each step (none are measured)."""
+
+    @classmethod
+    def for_workload(
+        cls, workload: Workload, *, start_rate: float | None, resolution: float, step_s: float, min_requests: int
+    ) -> CapacitySearch:
+        """The search for `workload`: it starts at `start_rate`, else the workload's `request_rate`, else 4 req/s."""
+        return cls(
+            start_rate=start_rate or workload.request_rate or DEFAULT_START_RATE,
+            resolution=resolution,
+            step_s=step_s,
+            min_requests=min_requests,
+        )
 
     def settings(self) -> dict[str, Any]:
         """`find_capacity` keyword arguments."""

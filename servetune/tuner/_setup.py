@@ -176,16 +176,20 @@ def _capacity(o: TuneOptions, objectives: tuple[Objective, ...], workload: Workl
             key_path="--slo",
             help="e.g. --objective capacity --slo p99_ttft_ms<=1000 --slo p99_tpot_ms<=50",
         )
-    start = o.start_rate or workload.request_rate or 4.0
-    checks = {"--start-rate": start, "--resolution": o.resolution, "--step-seconds": o.step_seconds}
+    search = CapacitySearch.for_workload(
+        workload,
+        start_rate=o.start_rate,
+        resolution=o.resolution,
+        step_s=o.step_seconds,
+        min_requests=o.step_requests,
+    )
+    checks = {"--start-rate": search.start_rate, "--resolution": o.resolution, "--step-seconds": o.step_seconds}
     for option, value in checks.items():
         if not value > 0:
             raise SpecError(f"{option} must be positive, but got {value:g}", key_path=option)
     if o.step_requests < 1:
         raise SpecError(f"--step-requests must be >= 1, but got {o.step_requests}", key_path="--step-requests")
-    return slos, CapacitySearch(
-        start_rate=start, resolution=o.resolution, step_s=o.step_seconds, min_requests=o.step_requests
-    )
+    return slos, search
 
 
 def capacity_meta(s: StudySetup) -> dict[str, Any] | None:
