@@ -10,7 +10,11 @@ import yaml
 
 from tests.tuner.conftest import MODEL, load_trials, run_tune, tune_argv
 
-SLO_MS = 800.0
+# The baseline's p99 TTFT on the stand-in (128 requests, 64 in flight, time scale 0.5) read 300-1900 ms
+# across runs of unchanged code on the 2-core CI machine (the code before session 5 too: 436, 1885,
+# 1457 ms), so an 800 ms bound failed the whole module by chance; 2500 ms keeps the study feasible
+# while the sampler's slower configs (1600-2000 ms when the machine is quiet) can still miss it.
+SLO_MS = 2500.0
 # The local phase's first trial is a one-field change of the baseline drawn with this seed:
 # with 17 it is mem_fraction_static 0.94, which dies with CUDA OOM at start (the OOM test below).
 SEED = 17
