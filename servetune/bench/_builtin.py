@@ -248,6 +248,7 @@ async def _measure(
         )
 
     sent = 0
+    all_sent_at: float | None = None  # when the last request passed the concurrency gate (perf_counter)
     schedule: list[float] = []  # when each Poisson arrival was due (s after clock0)
     sent_at: list[float] = []  # when it was sent
 
@@ -257,6 +258,12 @@ async def _measure(
             return None
         return min(1.0, (schedule[-1] - schedule[0]) / (sent_at[-1] - sent_at[0]))
 
+    def still_sending() -> bool:
+        """Was the load still full when the newest completion seen so far arrived? Judged against the
+        completions this loop has taken in, not the sender's progress now: on a loaded machine the loop
+        can lag the server by a wave, and by then the sender may be done."""
+        return all_sent_at is None or last_end < all_sent_at
+
     def partial(stopped: bool = False, end: float | None = None) -> Metrics:
         duration = (end if end is not None else time.perf_counter()) - clock0
         return compute_metrics(
@@ -264,18 +271,20 @@ async def _measure(
             duration,
             requests=requests,
             trim=workload.steady_trim,
-            sending=end is None and sent < requests,
+            sending=end is None and still_sending(),
             slos=slos,
             **info(stopped),
         )
 
     async def one(body: bytes, images: int, expected: int, estimate: int) -> None:
-        nonlocal sent
+        nonlocal sent, all_sent_at
         record = RequestRecord(images=images, prompt_len=estimate)
         records.append(record)
         try:
             async with semaphore or contextlib.nullcontext():
                 sent += 1
+                if sent == requests:
+                    all_sent_at = time.perf_counter()
                 await _send(client, body, record, expected, workload.request_timeout_s, clock0)
         finally:
             if record.success or record.error:
