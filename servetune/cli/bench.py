@@ -308,8 +308,10 @@ def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None
         return
     print_metrics(result.metrics, False)
     timings = result.timings
+    phases = timings.startup_phases.summary() if timings.startup_phases is not None else ""
     typer.echo(
-        f"server       start-up {timings.startup_s:.1f} s, stop {timings.stop_s:.1f} s; files in {result.run_dir}"
+        f"server       start-up {timings.startup_s:.1f} s{f' ({phases})' if phases else ''}, "
+        f"stop {timings.stop_s:.1f} s; files in {result.run_dir}"
     )
 
 

@@ -34,9 +34,9 @@ API (stable for `servetune launch`, `servetune bench`, the runner and the tuner)
   `.failure` in {oom, crash, startup_timeout, port_in_use, bad_command, wrong_server},
   `.log_tail`, `.exit_code`; nothing is left running when it raises.
 - `ServerHandle`: `.url .pid .pgid .port .log_path .run_dir .server_info .diff .startup_s
-  .stop_s .alive .exit_code`, `.check_alive()`, `.failure()`, `.log_tail()`, `.get_json(path)`,
-  `.stop()` (idempotent: SIGTERM to our group only, grace, SIGKILL, reap, release the port,
-  then wait for NVML to show GPU memory released).
+  .stop_s .started_at .ready_at .alive .exit_code`, `.startup_phases()`, `.check_alive()`,
+  `.failure()`, `.log_tail()`, `.get_json(path)`, `.stop()` (idempotent: SIGTERM to our group only,
+  grace, SIGKILL, reap, release the port, then wait for NVML to show GPU memory released).
 - No server outlives servetune: the guard (`_guard.py`, stdlib only, run by path) is the server's
   parent; it gives the server PDEATHSIG (set by the single-threaded guard, so it does not fire when
   a servetune worker thread exits) and, when servetune dies by any signal, stops the server's
@@ -57,6 +57,9 @@ API (stable for `servetune launch`, `servetune bench`, the runner and the tuner)
   `redact_env` hide HF_TOKEN, *_TOKEN, *_KEY, *API_KEY* and `--api-key` values.
 - GPUs (`_gpu`): `wait_gpu_memory_released(pids, devices, baseline_mib=...)` (NVML, imported
   lazily; a no-op without it).
+- Start-up phases (`_phases`): `ServerHandle.startup_phases()` / `read_startup_phases(log, started_at=,
+  ready_at=)` -> `StartupPhases` (imports, processes, engine with weights / KV cache / CUDA graphs,
+  warm-up, ready), from the milestones and exact figures in SGLang's log.
 - Internals: `_http` (the stdlib HTTP probe), `_proc` (process groups, /proc listeners, start times).
 """
 
@@ -67,6 +70,7 @@ from servetune.launch._failures import FailureClass, classify_failure, read_tail
 from servetune.launch._foreground import run_foreground
 from servetune.launch._gpu import gpu_memory_used_mib, wait_gpu_memory_released
 from servetune.launch._options import LaunchOptions, dir_problem
+from servetune.launch._phases import StartupPhases, read_startup_phases, startup_phases
 from servetune.launch._ports import PortReservation, port_is_free, reserve_free_port
 from servetune.launch._record import (
     LiveServer,
@@ -104,6 +108,7 @@ __all__ = [
     "ServerHandle",
     "ServerInfoDiff",
     "ServerRecord",
+    "StartupPhases",
     "check_launch",
     "classify_failure",
     "default_run_dir",
@@ -115,6 +120,7 @@ __all__ = [
     "new_run_dir",
     "port_is_free",
     "read_server_record",
+    "read_startup_phases",
     "read_tail",
     "reap_orphan_server",
     "run_foreground",
@@ -122,6 +128,7 @@ __all__ = [
     "redact_env",
     "reserve_free_port",
     "start_server",
+    "startup_phases",
     "stop_recorded_server",
     "wait_gpu_memory_released",
     "write_argv",

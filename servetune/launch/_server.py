@@ -22,6 +22,7 @@ from servetune.launch._gpu import visible_gpu_indices
 from servetune.launch._http import connect_host, http_get
 from servetune.launch._identity import identity_problems
 from servetune.launch._options import LaunchOptions, argv_value, check_command, strip_host_port
+from servetune.launch._phases import StartupPhases, read_startup_phases
 from servetune.launch._ports import PortReservation, reserve_launch_port
 from servetune.launch._proc import any_running, create_time, descendants, group_alive, signal_group
 from servetune.launch._record import SERVER_ID_ENV, new_server_id, write_server_record
@@ -71,6 +72,10 @@ class ServerHandle:
         self.diff: ServerInfoDiff = ServerInfoDiff(fields=[])
         self.startup_s: float | None = None
         self.stop_s: float | None = None
+        self.started_at: float | None = None
+        """When it was spawned (epoch seconds)."""
+        self.ready_at: float | None = None
+        """When its health check first answered 200 (epoch seconds)."""
         self._reservation = reservation
         self._headers = headers
         self._stop_lock = threading.RLock()
@@ -107,6 +112,14 @@ class ServerHandle:
     def log_tail(self, lines: int | None = None) -> str:
         """The last lines of server.log."""
         return self._read_tail(lines or self.options.log_tail_lines)
+
+    def startup_phases(self) -> StartupPhases | None:
+        """Where this server's start-up went, from its log (`_phases`); None before it is ready."""
+        if self.ready_at is None:
+            return None
+        if self.server_log is not None:
+            self.server_log.flush()
+        return read_startup_phases(self.log_path, started_at=self.started_at, ready_at=self.ready_at)
 
     def _read_tail(self, lines: int) -> str:
         if self.server_log is not None:
@@ -172,6 +185,7 @@ class ServerHandle:
                 )
             got = self._get(self.options.health_path, timeout=min(max(remaining, 0.1), 30.0))
             if got is not None and got[0] == 200:
+                self.ready_at = time.time()
                 return
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 1.5, 0.05 if time.monotonic() - started < 30 else 0.5)
@@ -374,6 +388,7 @@ def start_server(
     )
     handle._gpu_baseline = gpu_baseline
     handle.server_log = server_log
+    handle.started_at = started_at
     _registry.track(handle)
     _registry.install_signal_handlers()
     try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from servetune.errors import BenchError, LaunchError, ServetuneError
+from servetune.launch import StartupPhases
 
 if TYPE_CHECKING:
     from servetune.bench.slo import LatencySlo
@@ -60,6 +61,8 @@ class RunTimings(BaseModel):
 
     startup_s: float | None = None
     """Process start until ready and verified (None if it never got there)."""
+    startup_phases: StartupPhases | None = None
+    """Where the start-up went, from the server's log (`servetune.launch.StartupPhases`)."""
     bench_s: float | None = None
     """The benchmark call(s), as seen by the runner."""
     stop_s: float | None = None
@@ -152,6 +155,10 @@ class BaseServer(ABC):
     def log_tail(self) -> str:
         """The last lines of the server log."""
         return ""
+
+    def startup_phases(self) -> StartupPhases | None:
+        """Where its start-up went (`servetune.launch.StartupPhases`), where the server's log tells."""
+        return None
 
     def classify_exit(self, code: int) -> str:
         """The failure class of an exit during the benchmark (`oom` under load, else `crash`)."""
@@ -252,6 +259,7 @@ class BaseRunner(ABC):
             failure = Failure(cls="error", stage="start", message=exc.message, log_tail="\n".join(exc.notes))
             return self._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
         timings.startup_s = server.startup_s
+        timings.startup_phases = server.startup_phases()
         try:
             metrics, failure, extra = body(server, timings)
         finally:

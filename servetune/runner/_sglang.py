@@ -14,7 +14,7 @@ from servetune.runner._base import BaseRunner, BaseServer, OnProgress, ShouldSto
 if TYPE_CHECKING:
     from servetune.bench.slo import LatencySlo
     from servetune.context import Resolution
-    from servetune.launch import LaunchOptions, ServerHandle
+    from servetune.launch import LaunchOptions, ServerHandle, StartupPhases
     from servetune.schema.workload import Workload
 
 __all__ = ["MANAGED_STOP_GRACE_S", "WATCHED_FIELDS", "SglangRunner", "SglangServer"]
@@ -104,6 +104,9 @@ class SglangServer(BaseServer):
 
     def log_tail(self) -> str:
         return self.handle.log_tail()
+
+    def startup_phases(self) -> StartupPhases | None:
+        return self.handle.startup_phases()
 
     def classify_exit(self, code: int) -> str:
         from servetune.launch import classify_failure, read_tail

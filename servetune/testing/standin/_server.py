@@ -328,6 +328,32 @@ def _start_children(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL) for _ in range(n)]
 
 
+CAPTURE_BATCH_SIZES = [1, 2, 4, 8, 12, *range(16, 257, 8)]
+"""SGLang 0.5.17's default decode CUDA-graph batch sizes (up to 256), as its log on the H200 listed them."""
+
+
+def _start_engine(delay_s: float, resolved: dict[str, Any]) -> None:
+    """Spend `delay_s` the way SGLang's engine start does, logging SGLang 0.5.17's milestone lines
+    (what `servetune.launch.StartupPhases` reads): weights 20%, KV cache 10%, decode CUDA graphs
+    (up to `cuda_graph_max_bs_decode`) 50%, the rest 20%."""
+    log("Init torch distributed begin.")
+    time.sleep(0.1 * delay_s)
+    log("Load weight begin. avail mem=80.00 GB")
+    time.sleep(0.2 * delay_s)
+    log(f"Load weight end. elapsed={0.2 * delay_s:.2f} s, type=StandinForCausalLM (stand-in)")
+    time.sleep(0.1 * delay_s)
+    log("Memory pool end. avail mem=10.00 GB")
+    sizes = [bs for bs in CAPTURE_BATCH_SIZES if bs <= int(resolved["cuda_graph_max_bs_decode"])]
+    log(f"Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs={sizes}")
+    time.sleep(0.5 * delay_s)
+    log(f"Capture target decode CUDA graph end. elapsed={0.5 * delay_s:.2f} s")
+    time.sleep(0.1 * delay_s)
+    log(
+        f"Engine startup timings (s): load_weight={0.2 * delay_s:.2f}, kv_cache_allocation={0.1 * delay_s:.2f}, "
+        f"scheduler_e2e={delay_s:.2f}, cuda_graph={{prefill=0.00, decode={0.5 * delay_s:.2f}}}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the stand-in server until SIGTERM/SIGINT (or an injected failure)."""
     started = time.time()
@@ -342,7 +368,7 @@ def main(argv: list[str] | None = None) -> None:
         log(f"stand-in ignores flags it does not model: {' '.join(unknown)}")
     state = State(resolved, knobs, argv, started)
     state.children = _start_children(knobs.children)
-    time.sleep(knobs.start_delay_s)
+    _start_engine(knobs.start_delay_s, resolved)
     if knobs.oom_at_start or resolved["mem_fraction_static"] > OOM_AT_START_FRACTION:
         log("Load weight end. Capturing cuda graph ...")
         die(OOM_TRACE.format(gib=4.0))
