@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from servetune.catalog.ranges import check_range
 from servetune.errors import UnknownNameError, did_you_mean
 from servetune.schema.catalog import Catalog, EnvSpec, FieldSpec
 
@@ -85,6 +86,7 @@ def coerce_field(spec: FieldSpec, value: Any, *, from_text: bool = False) -> Any
         return out
     out = _scalar(kind, value, from_text)
     _check_choices(spec, [out])
+    check_range(spec.name, out)
     return out
 
 

@@ -27,6 +27,10 @@ def _field_lines(spec) -> list[str]:
     ]
     if spec.choices is not None:
         lines.append(f"  choices     {', '.join(str(c) for c in spec.choices)}")
+    from servetune.catalog.ranges import value_range
+
+    if (r := value_range(spec.name)) is not None:
+        lines.append(f"  range       {r.text()}  ({r.why}; checked by servetune)")
     lines.append(
         f"  resolvable  {'yes' if spec.resolvable else 'no'}   "
         f"--config YAML: {'yes' if spec.config_file_ok else 'no (argv only)'}"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from servetune.catalog.ranges import value_range
 from servetune.catalog.values import coerce_env, coerce_field, is_env_name, unknown_key_error
 from servetune.errors import ConflictError, RequireViolation, SpecError
 from servetune.rules.conditions import UNSET, evaluate
@@ -280,7 +281,8 @@ def _help_for(catalog: Catalog, key: str) -> str | None:
     noun = {"int": "an integer", "float": "a number", "bool": "true or false", "json": "JSON"}.get(
         spec.type, "a string"
     )
-    return f"{spec.flag} takes {noun}"
+    bounds = value_range(key)
+    return f"{spec.flag} takes {noun}" + (f" {bounds.text()}" if bounds is not None else "")
 
 
 def resolve(

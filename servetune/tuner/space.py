@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
+from servetune.catalog.ranges import value_range
 from servetune.errors import SpecError, UnknownNameError, did_you_mean
 from servetune.schema.catalog import Catalog
 from servetune.schema.space import (
@@ -256,9 +257,29 @@ def _check_name(name: str, param: SpaceParam, catalog: Catalog) -> SpecError | N
         return SpecError(f"{name} is a switch; search it as choice(true,false)", key_path=where)
     if spec.type == "int" and isinstance(dist, FloatDistribution):
         return SpecError(
-            f"{name} takes an integer, but the space gives a float range", key_path=where, help="use int(lo,hi)"
+            f"{name} takes an integer, but the space gives a float range",
+            key_path=where,
+            help="use {int: [low, high]}",
         )
-    return None
+    return _range_problem(name, dist, where)
+
+
+def _range_problem(name: str, dist: Any, where: str) -> SpecError | None:
+    """A range or choice that leaves the values SGLang can use (`servetune.catalog.ranges`)."""
+    bounds = value_range(name)
+    if bounds is None:
+        return None
+    if isinstance(dist, ChoiceDistribution):
+        bad = [c for c in dist.choices if isinstance(c, (int, float)) and not bounds.holds(c)]
+    else:  # the whole interval must be usable: a sentinel (-1 = off) is a choice, not a range end
+        bad = [v for v in dist.bounds if not bounds.holds(v, sentinels=False)]
+    if not bad:
+        return None
+    return SpecError(
+        f"{name}: {', '.join(map(str, bad))} out of range: it must be {bounds.text()} ({bounds.why})",
+        key_path=where,
+        help="narrow the range" + (", and search the sentinel as a choice" if bounds.also else ""),
+    )
 
 
 def _scalar(text: str) -> Any:

@@ -68,3 +68,16 @@ def test_the_catalog_commands_import_nothing_heavy():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == ""
+
+
+def test_show_prints_a_checked_range():
+    from typer.testing import CliRunner
+
+    from servetune.cli import app
+
+    out = CliRunner().invoke(app, ["catalog", "show", "0.5.23", "chunked_prefill_size"])
+    assert out.exit_code == 0, out.output
+    line = "range       -1 or >= 1  (tokens per prefill chunk; -1 turns chunking off; checked by servetune)"
+    assert line in out.output
+    plain = CliRunner().invoke(app, ["catalog", "show", "0.5.23", "radix_eviction_policy"])
+    assert "range" not in plain.output

@@ -196,7 +196,15 @@ CASES = [
         ["--set", "max_running_requests=many"],
         "error[invalid-spec]: bad value for max_running_requests=many (pin cli --set): "
         "expected an integer, but got 'many'\n"
-        "   = help: --max-running-requests takes an integer",
+        "   = help: --max-running-requests takes an integer >= 1",
+    ),
+    (
+        "--set out of range",
+        ["--set", "mem_fraction_static=1.5"],
+        "error[invalid-spec]: bad value for mem_fraction_static=1.5 (pin cli --set): 1.5 is out of range: "
+        "mem_fraction_static must be > 0 and < 1 (a share of each GPU's memory for weights and the KV pool; "
+        "1 or more leaves nothing for activations)\n"
+        "   = help: --mem-fraction-static takes a number > 0 and < 1",
     ),
     (
         "--env with a field name",

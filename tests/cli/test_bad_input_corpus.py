@@ -96,6 +96,18 @@ CASES = [
     _case("resolve --set nnodes=0", ("resolve", *BASE, "--set", "nnodes=0"), "nnodes"),
     _case("resolve --set tp_size=-2", ("resolve", *BASE, "--set", "tp_size=-2"), "tp_size"),
     _case("resolve --set tp_size=two", ("resolve", *BASE, "--set", "tp_size=two"), "tp_size"),
+    # numbers SGLang's parser takes but cannot use (servetune.catalog.ranges)
+    _case("resolve --set pp_size=0", ("resolve", *BASE, "--set", "pp_size=0"), "pp_size must be >= 1"),
+    _case("resolve --set mem_fraction_static=1.5", ("resolve", *BASE, "--set", "mem_fraction_static=1.5"), "< 1"),
+    _case("resolve --set mem_fraction_static=0", ("resolve", *BASE, "--set", "mem_fraction_static=0"), "> 0"),
+    _case("resolve --set max_running_requests=0", ("resolve", *BASE, "--set", "max_running_requests=0"), ">= 1"),
+    _case("resolve --set chunked_prefill_size=0", ("resolve", *BASE, "--set", "chunked_prefill_size=0"), "-1 or"),
+    _case("resolve --set page_size=-4", ("resolve", *BASE, "--set", "page_size=-4"), "page_size"),
+    _case(
+        "launch --set cuda_graph_max_bs_decode=0",
+        ("launch", *BASE, *NO_LAUNCH, "--set", "cuda_graph_max_bs_decode=0"),
+        "cuda_graph_max_bs_decode",
+    ),
     _case("resolve --tp 0", ("resolve", *BASE, "--tp", "0"), "--tp", codes=(2,)),
     _case("resolve --nnodes 0", ("resolve", *BASE, "--nnodes", "0"), "--nnodes", codes=(2,)),
     _case("resolve --format unknown", ("resolve", *BASE, "--format", "xml"), "--format", codes=(2,)),
@@ -336,6 +348,10 @@ CASES = [
     _case("tune --space malformed", (*TUNE, "--space", "{d}/notyaml.yaml"), "{d}/notyaml.yaml"),
     _case(
         "tune --space-set malformed", (*TUNE, "--space-set", "max_running_requests=int(lots)"), "max_running_requests"
+    ),  # fmt: skip
+    _case("tune --space-set out of range", (*TUNE, "--space-set", "max_running_requests=int(0,64)"), "0 out of range"),
+    _case(
+        "tune --space-set sentinel inside a range", (*TUNE, "--space-set", "chunked_prefill_size=int(-1,8192)"), "-1 or"
     ),  # fmt: skip
     _case("tune --objective unknown", (*TUNE, "--objective", "speed"), "speed"),
     _case("tune --sampler unknown", (*TUNE, "--sampler", "grid"), "grid"),
