@@ -4,7 +4,9 @@
 #       carry=[".sgl", ".whl"], timeout_s=590)
 # STEPS (in order given): resolve   servetune resolve --sglang-version 0.5.17 for the weight-free 3B and 8B dirs
 #                         tune      servetune tune on Qwen2.5-VL-3B, single-image-stream; resumes .sgl/tune/study.db
-#                                   (TUNE_FRESH=1: a new study; TUNE_REQUESTS=N: requests per trial; TUNE_LOCAL=N: --local-trials N)
+#                                   (TUNE_FRESH=1: a new study; TUNE_REQUESTS=N: requests per trial; TUNE_LOCAL=N: --local-trials N;
+#                                   TUNE_OBJECTIVE=capacity with TUNE_SPACE=scripts/device/space-0.5.17-capacity.yaml: capacity at
+#                                   TUNE_SLO_TTFT / TUNE_SLO_TPOT (default p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms), backends searched)
 #                         launch8b  servetune launch of the resolved Qwen3-VL-8B + servetune bench --cross-check on it
 # Back in $OUT: run.log, resolve.tar, tune.tar.xz (study.db, tune.json, best.yaml, trial dirs), launch8b.tar.xz, cache.tar.xz
 BUDGET_S=${BUDGET_S:-560}
@@ -38,8 +40,13 @@ step_tune() {
   [ -z "${TUNE_FRESH:-}" ] && [ -f .sgl/tune/study.db ] && [ ! -f $T/study.db ] && cp .sgl/tune/study.db $T/study.db && stamp "resuming study from .sgl/tune/study.db"
   local lim=$(( $(left) - 45 ))
   stamp "servetune tune (trials ${TUNE_TRIALS:-4}, confirm ${TUNE_CONFIRM:-0}), limit ${lim}s"
+  local pins=("${PINS[@]}") objective=()
+  if [ "${TUNE_OBJECTIVE:-}" = capacity ]; then  # the backends are searched (space-0.5.17-capacity.yaml), not pinned
+    pins=(--set sampling_backend=pytorch --set grammar_backend=none --set load_format=dummy)
+    objective=(--objective capacity --slo "${TUNE_SLO_TTFT:-p99_ttft_ms<=2000}" --slo "${TUNE_SLO_TPOT:-p99_tpot_ms<=25}")
+  fi
   timeout -s INT -k 40 $lim $ST tune --model "$M3" --hardware "$HW" --sglang-version 0.5.17 --workload single-image-stream \
-    "${PINS[@]}" --space scripts/device/space-0.5.17.yaml --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \
+    "${pins[@]}" "${objective[@]}" --space "${TUNE_SPACE:-scripts/device/space-0.5.17.yaml}" --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \
     --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream --run-dir $T \
     --startup-timeout 300 --seed ${TUNE_SEED:-0} ${TUNE_REQUESTS:+--requests $TUNE_REQUESTS} ${TUNE_LOCAL:+--local-trials $TUNE_LOCAL} --out $T/best.yaml --json > $T/tune-${TUNE_TAG:-a}.json 2> $T/tune-${TUNE_TAG:-a}.err
   stamp "tune rc=$?"; cat $T/tune-${TUNE_TAG:-a}.err | tail -30
