@@ -46,6 +46,8 @@ class Outcome:
     stopped_early: bool = False
     launch_s: float = 0.0
     bench_s: float = 0.0
+    timing: dict[str, Any] = field(default_factory=dict)
+    """The measurement's `RunTimings` as JSON (start-up with its phases, bench, stop, total)."""
     server_info: dict[str, Any] = field(default_factory=dict)
     capacity: dict[str, Any] | None = None
     """A capacity trial's search (`Capacity`, as JSON: SLOs, steps, the bracket), else None."""
@@ -97,6 +99,7 @@ def evaluate(
     out = Outcome(
         launch_s=m.timings.startup_s or 0.0,
         bench_s=m.timings.bench_s or 0.0,
+        timing=m.timings.model_dump(mode="json", exclude_none=True),
         server_info=dict(m.server_info or {}),
     )
     if m.failure is not None:
@@ -141,6 +144,7 @@ def evaluate_capacity(
     out = Outcome(
         launch_s=m.timings.startup_s or 0.0,
         bench_s=m.timings.bench_s or 0.0,
+        timing=m.timings.model_dump(mode="json", exclude_none=True),
         server_info=dict(m.server_info or {}),
         capacity=cap.model_dump(mode="json") if cap is not None else None,
     )

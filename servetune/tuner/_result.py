@@ -3,6 +3,7 @@ front and the confirmation, as `TuneResult` (what `tune`, `tune report` and `--j
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,8 @@ class TrialSummary:
     note: str = ""
     capacity: dict[str, Any] | None = None
     """A capacity trial's search (`Capacity` as JSON: SLOs, capacity, steps), else None."""
+    timing: dict[str, Any] = field(default_factory=dict)
+    """Where the trial's time went (`RunTimings` as JSON); empty for a trial that launched nothing."""
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready: state, source, params, and the metrics and values or the failure."""
@@ -99,8 +102,27 @@ class TuneResult:
             "confirmation": self.confirmation,
             "pareto_front": self.pareto,
             "trials": [t.as_json() for t in self.trials],
+            "trial_time": self.trial_time(),
             "meta": self.meta,
         }
+
+    def trial_time(self) -> dict[str, Any] | None:
+        """Medians over the trials that launched a server: `trials`, and seconds of `startup_s`, its
+        phases (`startup_phases`: imports, processes, engine, ...), `bench_s`, `stop_s`, `total_s`."""
+        timed = [t.timing for t in self.trials if t.timing.get("total_s")]
+        if not timed:
+            return None
+
+        def median(values: list[float]) -> float | None:
+            return round(statistics.median(values), 1) if values else None
+
+        keys = ("startup_s", "bench_s", "stop_s", "total_s")
+        out: dict[str, Any] = {"trials": len(timed)}
+        out.update({k: median([t[k] for t in timed if isinstance(t.get(k), (int, float))]) for k in keys})
+        phases = [t["startup_phases"] for t in timed if t.get("startup_phases")]
+        names = ("imports_s", "processes_s", "engine_s", "cuda_graphs_s", "warmup_s", "ready_s")
+        out["startup_phases"] = {k: median([p[k] for p in phases if isinstance(p.get(k), (int, float))]) for k in names}
+        return out
 
 
 def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None) -> TrialSummary:
@@ -135,6 +157,7 @@ def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None)
         layer=dict(t.user_attrs.get("layer") or {}),
         note=note,
         capacity=capacity,
+        timing=dict(t.user_attrs.get("timing") or {}),
     )
 
 

@@ -143,7 +143,9 @@ class TrialDriver:
             return self._reuse(trial, prior)
 
         m = self._measure(trial, res, source, slot, trial_dir)
-        trial.set_user_attr("timing", {"launch_s": round(m.launch_s, 3), "bench_s": round(m.bench_s, 3)})
+        trial.set_user_attr(
+            "timing", {"launch_s": round(m.launch_s, 3), "bench_s": round(m.bench_s, 3), **_rounded(m.timing)}
+        )
         if m.capacity is not None:
             trial.set_user_attr("capacity", m.capacity)
         if m.below_floor is not None:
@@ -353,3 +355,10 @@ class TrialDriver:
                 total=s.options.trials,
             )
         )
+
+
+def _rounded(timing: dict[str, Any]) -> dict[str, Any]:
+    """A `RunTimings` dump with its seconds to the millisecond (what the trial's `timing` attribute keeps)."""
+    return {
+        k: _rounded(v) if isinstance(v, dict) else round(v, 3) if isinstance(v, float) else v for k, v in timing.items()
+    }

@@ -139,6 +139,17 @@ def test_the_report_reads_the_study_back(study_run, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "tuned/baseline" in out.stdout and "oom" in out.stdout
     assert (tmp_path / "summary.json").exists() and (tmp_path / "history.html").exists()
+    # where the trials' time went: the medians of what each launched trial's run directory recorded
+    import json
+    import statistics
+
+    tt = json.loads((tmp_path / "summary.json").read_text())["trial_time"]
+    recorded = [json.loads(p.read_text())["timings"] for p in study_run["run_dir"].glob("trial-*/result.json")]
+    assert tt["trials"] == len(recorded) > 0
+    assert tt["total_s"] == pytest.approx(statistics.median(r["total_s"] for r in recorded), abs=0.06)
+    started = [r["startup_phases"]["engine_s"] for r in recorded if r.get("startup_phases")]
+    assert tt["startup_phases"]["engine_s"] == pytest.approx(statistics.median(started), abs=0.06)
+    assert f"trial time (median of {tt['trials']} launches, s): {tt['total_s']:g} = start" in out.stdout
 
 
 def test_pareto_objectives_report_a_front_and_gpu_sets(tune_env, workload_file, space_file, tmp_path):
