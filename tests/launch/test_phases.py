@@ -14,7 +14,7 @@ import pytest
 from servetune.launch import read_startup_phases, startup_phases
 
 H200 = Path(__file__).parents[1] / "fixtures" / "h200" / "capacity-3b-defaults"
-"""The 3B's server.log of three capacity rounds on one reused run directory (three starts appended:
+"""The 3B's server.log (as sglang-starts.log) of three capacity rounds on one reused run directory (three starts appended:
 the first cold, CUDA graphs 71.65 s), with the per-request lines removed; its server.json and timings."""
 
 
@@ -32,7 +32,7 @@ def test_the_h200_start_reads_as_sglang_logged_it(utc):
     record = json.loads((H200 / "server.json").read_text())
     startup_s = json.loads((H200 / "timings.json").read_text())["timings"]["startup_s"]
     started = record["started_at"]
-    phases = read_startup_phases(H200 / "server.log", started_at=started, ready_at=started + startup_s)
+    phases = read_startup_phases(H200 / "sglang-starts.log", started_at=started, ready_at=started + startup_s)
     assert phases is not None
     # SGLang's exact figures, from the log's last start (`Load weight end. elapsed=0.15 s`, ...)
     assert (phases.weights_s, phases.kv_cache_s, phases.cuda_graphs_s) == (0.15, 0.04, 4.91)
@@ -48,7 +48,7 @@ def test_the_h200_start_reads_as_sglang_logged_it(utc):
 
 
 def test_a_reused_log_gives_the_start_asked_for(utc):
-    text = (H200 / "server.log").read_text()
+    text = (H200 / "sglang-starts.log").read_text()
     last = startup_phases(text)  # no spawn time: the last start
     assert last.cuda_graphs_s == 4.91 and last.imports_s is None and last.ready_s is None
     first_stamp = re.search(r"^\[([\d-]+ [\d:]+)\]", text, re.MULTILINE).group(1)
