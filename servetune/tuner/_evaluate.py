@@ -44,8 +44,6 @@ class Outcome:
     metrics: dict[str, Any] | None = None
     failure: Failure | None = None
     stopped_early: bool = False
-    launch_s: float = 0.0
-    bench_s: float = 0.0
     timing: dict[str, Any] = field(default_factory=dict)
     """The measurement's `RunTimings` as JSON (start-up with its phases, bench, stop, total)."""
     server_info: dict[str, Any] = field(default_factory=dict)
@@ -97,8 +95,6 @@ def evaluate(
         guard=guard,
     )
     out = Outcome(
-        launch_s=m.timings.startup_s or 0.0,
-        bench_s=m.timings.bench_s or 0.0,
         timing=m.timings.model_dump(mode="json", exclude_none=True),
         server_info=dict(m.server_info or {}),
     )
@@ -142,8 +138,6 @@ def evaluate_capacity(
     )
     cap = m.capacity
     out = Outcome(
-        launch_s=m.timings.startup_s or 0.0,
-        bench_s=m.timings.bench_s or 0.0,
         timing=m.timings.model_dump(mode="json", exclude_none=True),
         server_info=dict(m.server_info or {}),
         capacity=cap.model_dump(mode="json") if cap is not None else None,

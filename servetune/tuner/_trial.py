@@ -143,9 +143,7 @@ class TrialDriver:
             return self._reuse(trial, prior)
 
         m = self._measure(trial, res, source, slot, trial_dir)
-        trial.set_user_attr(
-            "timing", {"launch_s": round(m.launch_s, 3), "bench_s": round(m.bench_s, 3), **_rounded(m.timing)}
-        )
+        trial.set_user_attr("timing", _rounded(m.timing))
         if m.capacity is not None:
             trial.set_user_attr("capacity", m.capacity)
         if m.below_floor is not None:

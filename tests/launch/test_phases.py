@@ -14,8 +14,9 @@ import pytest
 from servetune.launch import read_startup_phases, startup_phases
 
 H200 = Path(__file__).parents[1] / "fixtures" / "h200" / "capacity-3b-defaults"
-"""The 3B's server.log (as sglang-starts.log) of three capacity rounds on one reused run directory (three starts appended:
-the first cold, CUDA graphs 71.65 s), with the per-request lines removed; its server.json and timings."""
+"""The 3B's server.log (as sglang-starts.log) of three capacity rounds on one reused run directory
+(three starts appended: the first cold, CUDA graphs 71.65 s), with the per-request lines removed;
+its server.json and timings."""
 
 
 @pytest.fixture
