@@ -243,7 +243,7 @@ def _capacity(run: _Run, opts: ResolveOpts, url: str | None, model: str | None, 
                                  should_stop=should_stop)  # fmt: skip
 
         cap = find_capacity(step, run.slos, on_step=on_step, **search.settings())
-        run_dir, extra = run.run_dir, {}
+        run_dir, extra, result = run.run_dir, {}, None
     else:
         from servetune.launch import LaunchOptions, check_launch, default_run_dir
         from servetune.runner import SglangRunner, measure_capacity
@@ -267,6 +267,8 @@ def _capacity(run: _Run, opts: ResolveOpts, url: str | None, model: str | None, 
         typer.echo(json.dumps(capacity_json(cap, run_dir, plot, extra), indent=2))
         return
     print_capacity(cap, run_dir, plot)
+    if result is not None:
+        typer.echo(_server_line(result.timings, result.run_dir))
 
 
 def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None:
@@ -307,11 +309,15 @@ def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None
         typer.echo(json.dumps(payload, indent=2))
         return
     print_metrics(result.metrics, False)
-    timings = result.timings
+    typer.echo(_server_line(result.timings, result.run_dir))
+
+
+def _server_line(timings, run_dir) -> str:
+    """`server       start-up 64.7 s (imports 23.7 s, ...), stop 5.2 s; files in DIR`."""
     phases = timings.startup_phases.summary() if timings.startup_phases is not None else ""
-    typer.echo(
+    return (
         f"server       start-up {timings.startup_s:.1f} s{f' ({phases})' if phases else ''}, "
-        f"stop {timings.stop_s:.1f} s; files in {result.run_dir}"
+        f"stop {timings.stop_s:.1f} s; files in {run_dir}"
     )
 
 

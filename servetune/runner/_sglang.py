@@ -37,9 +37,16 @@ WATCHED_FIELDS = (
 """Tuning-relevant fields whose `/server_info` value a run records as `resolved` when servetune left
 them to the server (`LaunchOptions.watched_fields`): what SGLang chose, for `explain --run` and the tuner."""
 
-MANAGED_STOP_GRACE_S = 8.0
-"""Stop grace of a measured server: nothing it was sent is still in flight when it is stopped, so
-SGLang's drain has nothing to wait for (SGLang 0.5.17 on the H200 still took over 15 s to exit)."""
+MANAGED_STOP_GRACE_S = 1.0
+"""Stop grace of a measured server, before SIGKILL to its group. Nothing it was sent is still in flight,
+so a graceful drain has nothing to keep, and SGLang's cannot be quick: 0.5.17's tokenizer manager looks
+at its SIGTERM flag every 5 s (`sigterm_watchdog`), then asks the schedulers to shut down and waits up
+to 15 s; the group's SIGTERM also ends the detokenizer, whose exit starts the crash path's 5 s sleep.
+On the H200 each of the 29 measured servers in docs/h200-evidence.tar.xz was SIGKILLed 5 s after
+SIGTERM (the device wrapper, `scripts/device/sgl_fast_stop.sh`; stop 5.1-5.2 s) and the next launch
+found its GPU memory free; by then
+the schedulers had not begun to shut down, so an earlier SIGKILL leaves them in the same state. A
+server `servetune launch` serves keeps the full `LaunchOptions.stop_grace_s` (30 s) to drain."""
 
 
 class SglangServer(BaseServer):

@@ -172,3 +172,15 @@ def test_the_runner_names_the_watched_fields_unless_the_caller_did():
     assert own.options.watched_fields == ("page_size",)
     assert LaunchOptions().watched_fields == ()
     assert SglangRunner(LaunchOptions(sglang_cmd=standin_command())).options.sglang_cmd == standin_command()
+
+
+def test_a_measured_server_gets_the_short_stop_grace(make_runner, resolution, workload, tmp_path):
+    """A measured server that ignores SIGTERM (as SGLang 0.5.17 did for over 15 s) is SIGKILLed after
+    MANAGED_STOP_GRACE_S: with the options' 30 s grace its stop would take at least 30 s."""
+    from servetune.runner import MANAGED_STOP_GRACE_S
+
+    runner = make_runner({"IGNORE_SIGTERM": 1, "CHILDREN": 1}, stop_grace_s=30.0)
+    m = runner.measure(resolution, workload, run_dir=tmp_path, requests=4)
+    assert m.ok, m.failure
+    assert MANAGED_STOP_GRACE_S <= m.timings.stop_s < 10.0
+    assert group_gone(_pid(tmp_path))
