@@ -143,23 +143,19 @@ def print_report(result: TuneResult) -> None:
 
 
 def trial_time_line(tt: dict[str, Any] | None) -> str:
-    """`trial time (median of 8 launches): 173.1 s = start 65.5 (imports 22.7, ...) + bench 84.7 + stop 5.2`."""
+    """`trial time (median of 8 launches): 173.1 s = start 65.5 s (imports 22.7 s, ...) + bench 84.7 s + stop 5.2 s`."""
     if not tt or tt.get("total_s") is None:
         return ""
-    labels = (("imports_s", "imports"), ("processes_s", "processes"), ("engine_s", "engine"))
-    labels += (("warmup_s", "warm-up"), ("ready_s", "ready"))
-    phases = tt.get("startup_phases") or {}
-    inside = ", ".join(f"{label} {phases[k]:g}" for k, label in labels if phases.get(k) is not None)
+    from servetune.launch import StartupPhases
+
+    inside = StartupPhases(**(tt.get("startup_phases") or {})).summary()
     parts = [
-        f"start {tt['startup_s']:g}" + (f" ({inside})" if inside else "") if tt.get("startup_s") is not None else "",
-        f"bench {tt['bench_s']:g}" if tt.get("bench_s") is not None else "",
-        f"stop {tt['stop_s']:g}" if tt.get("stop_s") is not None else "",
+        f"start {tt['startup_s']:g} s" + (f" ({inside})" if inside else "") if tt.get("startup_s") is not None else "",
+        f"bench {tt['bench_s']:g} s" if tt.get("bench_s") is not None else "",
+        f"stop {tt['stop_s']:g} s" if tt.get("stop_s") is not None else "",
     ]
-    launches = tt["trials"]
-    return (
-        f"trial time (median of {launches} launch{'es' if launches != 1 else ''}, s): {tt['total_s']:g} = "
-        + " + ".join(p for p in parts if p)
-    )
+    launches = f"{tt['trials']} launch{'es' if tt['trials'] != 1 else ''}"
+    return f"trial time (median of {launches}): {tt['total_s']:g} s = " + " + ".join(p for p in parts if p)
 
 
 def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:
