@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.launch.launch_helpers import group_gone
 from tests.tuner.conftest import SPACE, WORKLOAD, tune_argv
 
 STANDIN = f"{sys.executable} -m servetune.testing.standin"
@@ -23,22 +24,6 @@ GONE_WITHIN_S = 8.0
 
 def _records(root: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(root.rglob("server.json"))]
-
-
-def _group_alive(pgid: int) -> bool:
-    import psutil
-
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False
 
 
 def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
@@ -82,7 +67,7 @@ def _assert_nothing_left(records: list[dict]) -> None:
 
     t0 = time.monotonic()
     for rec in records:
-        assert _wait(lambda rec=rec: not _group_alive(rec["pgid"]), GONE_WITHIN_S - (time.monotonic() - t0)), (
+        assert group_gone(rec["pgid"], GONE_WITHIN_S - (time.monotonic() - t0)), (
             f"server group {rec['pgid']} (port {rec['port']}) outlived its servetune"
         )
         assert _wait(lambda rec=rec: not (_lock_dir() / f"{rec['port']}.lock").exists(), 2.0)
