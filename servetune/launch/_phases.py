@@ -107,13 +107,13 @@ def startup_phases(text: str, *, started_at: float | None = None, ready_at: floa
         m = _STAMP.match(raw)
         if m is not None:
             lines.append((_epoch(m.group(1)), m.group(2)))
-    if started_at is not None:  # this start, up to the next one's arguments
+    if started_at is not None:
         lines = [(t, msg) for t, msg in lines if t >= int(started_at)]
-        starts = [i for i, (_, msg) in enumerate(lines) if "server_args=" in msg]
+    starts = [i for i, (_, msg) in enumerate(lines) if "server_args=" in msg]
+    if started_at is not None:  # this start, up to the next one's arguments
         lines = lines[: starts[1]] if len(starts) > 1 else lines
-    else:
-        starts = [i for i, (_, msg) in enumerate(lines) if "server_args=" in msg]
-        lines = lines[starts[-1] :] if starts else lines
+    elif starts:  # the last start
+        lines = lines[starts[-1] :]
     first = lines[0][0] if lines else None
     torch_init = engine_end = fired = None
     pool_end = graph_end = None
