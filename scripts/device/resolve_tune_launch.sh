@@ -6,7 +6,8 @@
 #                         tune      servetune tune on Qwen2.5-VL-3B, single-image-stream; resumes .sgl/tune/study.db
 #                                   (TUNE_FRESH=1: a new study; TUNE_REQUESTS=N: requests per trial; TUNE_LOCAL=N: --local-trials N;
 #                                   TUNE_OBJECTIVE=capacity with TUNE_SPACE=scripts/device/space-0.5.17-capacity.yaml: capacity at
-#                                   TUNE_SLO_TTFT / TUNE_SLO_TPOT (default p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms), backends searched)
+#                                   TUNE_SLO_TTFT / TUNE_SLO_TPOT (default p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms), backends searched
+#                                   over the lean-bundle-0.5.17.yaml preset; TUNE_SEARCH: the capacity search's options)
 #                         launch8b  servetune launch of the resolved Qwen3-VL-8B + servetune bench --cross-check on it
 # Back in $OUT: run.log, resolve.tar, tune.tar.xz (study.db, tune.json, best.yaml, trial dirs), launch8b.tar.xz, cache.tar.xz
 BUDGET_S=${BUDGET_S:-560}
@@ -42,8 +43,11 @@ step_tune() {
   stamp "servetune tune (trials ${TUNE_TRIALS:-4}, confirm ${TUNE_CONFIRM:-0}), limit ${lim}s"
   local pins=("${PINS[@]}") objective=()
   if [ "${TUNE_OBJECTIVE:-}" = capacity ]; then  # the backends are searched (space-0.5.17-capacity.yaml), not pinned
-    pins=(--set sampling_backend=pytorch --set grammar_backend=none --set load_format=dummy)
-    objective=(--objective capacity --slo "${TUNE_SLO_TTFT:-p99_ttft_ms<=2000}" --slo "${TUNE_SLO_TPOT:-p99_tpot_ms<=25}")
+    # the lean bundle's backends come from a preset under the trials, so both baselines can start
+    pins=(--set sampling_backend=pytorch --set grammar_backend=none --set load_format=dummy
+          --preset scripts/device/lean-bundle-0.5.17.yaml)
+    objective=(--objective capacity --slo "${TUNE_SLO_TTFT:-p99_ttft_ms<=2000}" --slo "${TUNE_SLO_TPOT:-p99_tpot_ms<=25}"
+               ${TUNE_SEARCH:---start-rate 12 --step-seconds 8 --step-requests 96 --resolution 0.1})
   fi
   timeout -s INT -k 40 $lim $ST tune --model "$M3" --hardware "$HW" --sglang-version 0.5.17 --workload single-image-stream \
     "${pins[@]}" "${objective[@]}" --space "${TUNE_SPACE:-scripts/device/space-0.5.17.yaml}" --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \
