@@ -37,7 +37,9 @@ step_resolve() {
 }
 
 step_tune() {
-  local T=/tmp/sgl/tune; mkdir -p $T
+  local T=/tmp/sgl/tune
+  [ -n "${TUNE_FRESH:-}" ] && rm -rf $T  # a warm machine keeps an earlier call's study
+  mkdir -p $T
   [ -z "${TUNE_FRESH:-}" ] && [ -f .sgl/tune/study.db ] && [ ! -f $T/study.db ] && cp .sgl/tune/study.db $T/study.db && stamp "resuming study from .sgl/tune/study.db"
   local lim=$(( $(left) - 45 ))
   stamp "servetune tune (trials ${TUNE_TRIALS:-4}, confirm ${TUNE_CONFIRM:-0}), limit ${lim}s"
