@@ -3,7 +3,7 @@
 # Qwen2.5-VL-3B, single-image-stream (one unique 720p image per request), for SGLang's defaults and for
 # each extra flag set in CONFIGS, one launch each, every step kept (capacity.json, steps/*/requests.jsonl).
 #   run(command="bash scripts/device/capacity_configs.sh", carry=[".sgl", ".whl"], timeout_s=590)
-# SLO (SLO env, default): p99 TTFT <= 2000 ms and p99 TPOT <= 25 ms: an interactive VLM chat answers
+# MIN_S (default 200): seconds a config needs left to be run. SLO (SLO env, default): p99 TTFT <= 2000 ms and p99 TPOT <= 25 ms: an interactive VLM chat answers
 # within two seconds for 99 in 100 requests and streams at 40 tokens/s or faster.
 # Back in $OUT: run.log, capacity.tar.xz (every run dir, the plots, the --json outputs), cache.tar.xz
 BUDGET_S=${BUDGET_S:-560}
@@ -22,7 +22,7 @@ i=0
 for cfg in "defaults" ${CONFIGS:-max_running_requests=48}; do
   i=$((i + 1)); name=$(echo "$cfg" | tr '=' '-')
   extra=(); [ "$cfg" = defaults ] || extra=(--set "$cfg")
-  if [ "$(left)" -lt 200 ]; then stamp "skipping $cfg: $(left)s left"; continue; fi
+  if [ "$(left)" -lt ${MIN_S:-200} ]; then stamp "skipping $cfg: $(left)s left"; continue; fi
   stamp "== capacity of $cfg ($(left)s left)"
   timeout -s INT -k 30 $(( $(left) - 40 )) python3 -m servetune bench --model "$M3" --hardware "$HW" \
     --sglang-version 0.5.17 --workload single-image-stream "${PINS[@]}" "${extra[@]}" --capacity "${SLO_ARGS[@]}" \
