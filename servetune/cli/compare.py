@@ -119,8 +119,12 @@ def compare_command(
     options = LaunchOptions(**({"sglang_cmd": sglang_cmd} if sglang_cmd else {}))
     check_launch(options)  # a launch that cannot start leaves no run directory behind
     ctx = opts.context(workload=spec)
-    side_a = CompareSide("A", side_layer(ctx, a, a_set or ()), False if a_no_rules else None, _label(a, a_set))
-    side_b = CompareSide("B", side_layer(ctx, b, b_set or ()), False if b_no_rules else None, _label(b, b_set))
+    side_a = CompareSide(
+        "A", side_layer(ctx, a, a_set or ()), False if a_no_rules else None, _label(a, a_set, a_no_rules)
+    )
+    side_b = CompareSide(
+        "B", side_layer(ctx, b, b_set or ()), False if b_no_rules else None, _label(b, b_set, b_no_rules)
+    )
     runner = SglangRunner(options, client=client)
     out_dir = run_dir or default_run_dir("compare")
 
@@ -137,8 +141,12 @@ def compare_command(
     _print(record)
 
 
-def _label(source: str | None, sets: list[str] | None) -> str:
-    return " ".join([*([source] if source else []), *(f"{s}" for s in sets or [])]) or "(the resolved config)"
+def _label(source: str | None, sets: list[str] | None, no_rules: bool = False) -> str:
+    """What a side launches, as the record and the table name it: its preset and --set pins, on the
+    rule-resolved config or on SGLang's own defaults (`--a-no-rules`)."""
+    base = "(SGLang's defaults, no rules)" if no_rules else "(the resolved config)"
+    parts = [*([source] if source else []), *(f"{s}" for s in sets or [])]
+    return " ".join([*parts, *([base] if no_rules or not parts else [])])
 
 
 def _print(record: dict) -> None:

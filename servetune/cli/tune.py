@@ -142,6 +142,17 @@ def tune(
         ),
     ] = 2,
     finalists: Annotated[int, typer.Option("--finalists", help="Finalists re-measured.", rich_help_panel=_SEARCH)] = 1,
+    confirm_step_seconds: Annotated[
+        Optional[float],
+        typer.Option(
+            "--confirm-step-seconds",
+            min=0.1,
+            help="Seconds of arrivals per step of the confirmation's capacity searches (default: --step-seconds, "
+            "at least 20: short steps can screen trials, but a server past its sustained rate can hold "
+            "its latency for several seconds).",
+            rich_help_panel=_CAPACITY,
+        ),
+    ] = None,
     storage: Annotated[
         Optional[str],
         typer.Option(
@@ -221,6 +232,7 @@ def tune(
         start_rate=cap.start_rate,
         resolution=cap.resolution,
         step_seconds=cap.step_seconds,
+        confirm_step_seconds=confirm_step_seconds,
         step_requests=cap.step_requests,
         space_file=str(space) if space else None,
         space_sets=tuple(space_set or ()),

@@ -171,6 +171,8 @@ def confirm(
         "chosen_ratio": chosen["median"] if chosen else 1.0,
         "note": "" if chosen else "no finalist beat the baseline when re-measured; the baseline is kept",
     }
+    if s.confirm_search is not None:
+        record["step_s"] = s.confirm_search.step_s
     s.study.set_user_attr("confirmation", record)
     on_event(Confirmed(record))
     return record
@@ -208,7 +210,7 @@ def _remeasure(
     run_dir = s.run_dir / "confirm" / f"r{rnd}-trial-{t.number:04d}"
     res = s.resolve(t.layer, source=t.source)
     if s.capacity:
-        search = s.search
+        search = s.confirm_search
         if t.values and t.values[0] > 0:
             search = dataclasses.replace(search, start_rate=t.values[0])
         return evaluate_capacity(

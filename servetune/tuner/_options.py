@@ -6,6 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+CONFIRM_MIN_STEP_S = 20.0
+"""A capacity confirmation's steps last at least this long unless `--confirm-step-seconds` says
+otherwise (bench's default step). On the H200 a 3B server offered more than it could sustain held
+p99 TPOT for the first 6-7 s of a step, so 8 s steps measured burst, not sustained, capacity
+(docs/h200-results.md, section 11)."""
+
 SOURCES_BASELINE = ("rules", "defaults")
 """The `source` of the two enqueued baselines: the rule-resolved config and SGLang's own defaults."""
 
@@ -43,6 +49,9 @@ class TuneOptions:
     """Capacity: seconds of arrivals per step (requests = rate x this, at least `step_requests`)."""
     step_requests: int = 64
     """Capacity: requests per step at least."""
+    confirm_step_seconds: float | None = None
+    """Capacity: seconds of arrivals per step of the confirmation's searches; None: the study's
+    `step_seconds`, at least `CONFIRM_MIN_STEP_S`."""
     space_file: str | None = None
     space_sets: tuple[str, ...] = ()
     storage: str | None = None

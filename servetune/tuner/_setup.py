@@ -4,6 +4,7 @@ baselines enqueued, or loaded and checked for a compatible resume)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import warnings
@@ -16,7 +17,7 @@ from servetune.errors import SpecError, TuningError
 from servetune.secrets import redact
 from servetune.tuner import _storage
 from servetune.tuner._evaluate import Slot
-from servetune.tuner._options import TuneOptions
+from servetune.tuner._options import CONFIRM_MIN_STEP_S, TuneOptions
 from servetune.tuner._params import baseline_params, encode_params, ordinal_values
 from servetune.tuner._result import TrialSummary, summarize_trial
 from servetune.tuner.events import LostTrials
@@ -55,6 +56,15 @@ class StudySetup:
     """`--objective capacity`: the latency SLOs the capacity is searched against."""
     search: CapacitySearch | None = None
     """`--objective capacity`: the search's settings (each trial's start rate: the floor, or this one's)."""
+
+    @property
+    def confirm_search(self) -> CapacitySearch | None:
+        """The confirmation's capacity search: the study's, with `--confirm-step-seconds` (default: the
+        study's step, at least `CONFIRM_MIN_STEP_S`: short steps screen, the confirmation measures)."""
+        if self.search is None:
+            return None
+        step_s = self.options.confirm_step_seconds or max(self.search.step_s, CONFIRM_MIN_STEP_S)
+        return dataclasses.replace(self.search, step_s=step_s)
 
     @property
     def capacity(self) -> bool:

@@ -81,8 +81,9 @@ def print_summary(result: TuneResult, console=None) -> None:
         if conf:
             chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
             if chosen and chosen.get("min") is not None:
+                steps = f" with {conf['step_s']:g} s steps" if conf.get("step_s") else ""
                 spread = (
-                    f" (re-measured {len(chosen['ratios'])}x interleaved: "
+                    f" (re-measured {len(chosen['ratios'])}x interleaved{steps}: "
                     f"min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f})"
                 )
             elif conf.get("note"):

@@ -129,3 +129,13 @@ def test_compare_on_the_stand_in_calls_a_tight_running_limit_worse(tmp_path):
     assert record["objective"] == "throughput" and len(record["a"]["values"]) == 2
     assert record["b"]["verdict"] == "worse" and record["b"]["max"] < 0.6, record
     assert len(list((tmp_path / "cmp").glob("r*-[AB]"))) == 4
+    assert (record["a"]["source"], record["b"]["source"]) == ("(the resolved config)", "max_running_requests=4")
+
+
+def test_a_side_without_rules_is_named_so():
+    """--a-no-rules launches SGLang's defaults: the record and the table must not call it the resolved config."""
+    from servetune.cli.compare import _label
+
+    assert _label(None, None, no_rules=True) == "(SGLang's defaults, no rules)"
+    assert _label("p.yaml", ["x=1"], no_rules=True) == "p.yaml x=1 (SGLang's defaults, no rules)"
+    assert _label(None, None) == "(the resolved config)" and _label("p.yaml", ["x=1"]) == "p.yaml x=1"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from optuna.trial import TrialState
 
+from servetune.bench.capacity import step_requests
 from servetune.bench.slo import parse_slos
 from servetune.errors import SpecError, TuningError
 from servetune.runner import RUNAWAY_FACTOR, Failure
@@ -195,3 +196,30 @@ def test_the_runaway_guard_takes_the_best_finished_rate_and_too_slow_is_a_config
     assert all(t.state == TrialState.FAIL for t in slow)
     assert sum(1 for c in runner.calls if c.values.get("max_running_requests") == 1) == 1  # never relaunched
     assert not any("retry_of" in t.user_attrs for t in trials)
+
+
+@pytest.mark.parametrize(("confirm_step", "expected_step"), [(None, 20.0), (7.0, 7.0)])
+def test_confirmation_steps_are_at_least_20_s_unless_told(tmp_path, cap_space, confirm_step, expected_step):
+    """The study screens with its own 5 s steps; the confirmation's searches run 20 s steps by default
+    (a server past its sustained rate held its TPOT for 6-7 s on the H200), or --confirm-step-seconds."""
+    calls: list = []
+
+    def measure(call):
+        slots = int(call.values.get("max_running_requests") or 2)
+        calls.append((call.run_dir, call.workload.request_rate, call.requests))
+        return model_step(call.slos, slots=slots, prefill_s=0.25 if slots == 1 else 0.02)(
+            call.workload.request_rate, call.requests, None
+        )
+
+    opts = _options(tmp_path, cap_space, confirm_rounds=1, trials=4, confirm_step_seconds=confirm_step)
+    result = Tuner(opts, runner=FakeRunner(measure)).run()
+    assert result.confirmation["step_s"] == expected_step
+    confirming = [c for c in calls if "confirm" in c[0].parts]
+    screening = [c for c in calls if "confirm" not in c[0].parts]
+    assert confirming and screening
+    for _, rate, requests in screening:
+        assert requests == step_requests(rate, 5.0, 100)
+    for _, rate, requests in confirming:
+        assert requests == step_requests(rate, expected_step, 100)
+    # at least one confirmation step is long enough for the step length to decide its size
+    assert any(requests > 100 for _, _, requests in confirming)
