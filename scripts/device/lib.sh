@@ -20,7 +20,8 @@ stop_ours() {
   for f in "$STATE"/*.pgid; do
     [ -f "$f" ] || continue
     pg=$(cat "$f")
-    if kill -0 -- "-$pg" 2>/dev/null; then
+    # a member that is not a zombie (a SIGKILLed group's zombies wait for a reaper and hold nothing)
+    if ps -e -o pgid=,stat= | awk -v g="$pg" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'; then
       stamp "stopping process group $pg ($(basename "$f"))"
       kill -TERM -- "-$pg" 2>/dev/null
       for _ in $(seq 30); do kill -0 -- "-$pg" 2>/dev/null || break; sleep 0.5; done
