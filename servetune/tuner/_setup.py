@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servetune.errors import SpecError, TuningError
-from servetune.secrets import redact
+from servetune.secrets import is_secret_field, is_secret_name, redact
 from servetune.tuner import _storage
 from servetune.tuner._evaluate import Slot
 from servetune.tuner._options import CONFIRM_MIN_STEP_S, TuneOptions
@@ -309,10 +309,21 @@ def _meta(s: StudySetup) -> dict[str, Any]:
             "dropped": s.space.dropped,
             "pins": redact({"sets": list(o.sets), "envs": list(o.envs)}),  # servetune.secrets
             "preset": o.preset,
+            "preset_set": _preset_values(s),
             "facts": _jsonable(s.rules_res.facts),
             "hardware": _jsonable(s.rules_res.hardware),
         }
     }
+
+
+def _preset_values(s: StudySetup) -> dict[str, Any] | None:
+    """The values the study's `--preset` put under every trial, secrets left out: `--out` writes them
+    beneath the winner's, so the written preset launches what was measured (a secret is passed again
+    with --set/--env, never stored)."""
+    preset = s.ctx.preset
+    if preset is None:
+        return None
+    return _jsonable({k: v for k, v in preset.set.items() if not (is_secret_name(k) or is_secret_field(k))})
 
 
 def _check_compatible(s: StudySetup) -> None:

@@ -1,7 +1,8 @@
 """The tuned config as a preset YAML (`--out best.yaml`) that `servetune resolve --preset` reads.
 
-`set:` holds the winning trial's tuner layer (the searched values it launched with); the
-rules, pins and SGLang resolve everything else exactly as during the study. `evidence:`
+`set:` holds the winning trial's tuner layer (the searched values it launched with) over the
+values of the study's own `--preset` (secrets left out); the rules, pins and SGLang resolve
+everything else exactly as during the study. `evidence:`
 holds what the choice rests on: metrics, baseline metrics, the trial numbers, the ratio and
 its spread, hardware, model, workload and SGLang version.
 """
@@ -78,6 +79,7 @@ def build_preset(result: TuneResult, *, name: str | None = None) -> dict[str, An
         "workload": meta.get("workload"),
         "sglang_version": meta.get("sglang_version"),
         "pins": meta.get("pins"),
+        "study_preset": meta.get("preset"),
     }
     if meta.get("capacity"):
         evidence["capacity"] = _capacity_evidence(meta["capacity"], best, base, ratio)
@@ -93,7 +95,7 @@ def build_preset(result: TuneResult, *, name: str | None = None) -> dict[str, An
             "workload": meta.get("workload"),
             "sglang_version": meta.get("sglang_version"),
         },
-        "set": dict(best.layer),
+        "set": {**(meta.get("preset_set") or {}), **best.layer},
         "tune": meta.get("space") or {},
         "evidence": _clean(evidence),
     }

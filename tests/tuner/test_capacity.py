@@ -223,3 +223,34 @@ def test_confirmation_steps_are_at_least_20_s_unless_told(tmp_path, cap_space, c
         assert requests == step_requests(rate, expected_step, 100)
     # at least one confirmation step is long enough for the step length to decide its size
     assert any(requests > 100 for _, _, requests in confirming)
+
+
+def test_the_written_preset_launches_what_the_winner_ran_over_the_study_preset(tmp_path, cap_space):
+    """A study run over `--preset` writes the winner over that preset's values, secrets left out:
+    resolving the written file alone gives the winner's launch, less the secret (passed again)."""
+    from servetune.api import resolve_launch
+    from servetune.tuner import write_preset
+
+    preset = tmp_path / "under.yaml"
+    preset.write_text(
+        "name: under\nsummary: Values under every trial.\nset:\n  schedule_conservativeness: 1.3\n"
+        "  chunked_prefill_size: 4096\n  api_key: sk-under-the-trials-0123456789\n"
+    )
+    launched: dict = {}
+
+    def measure(call):
+        launched[next(p for p in call.run_dir.parts if p.startswith("trial-"))] = call.resolution
+        slots = int(call.values.get("max_running_requests") or 2)
+        return model_step(call.slos, slots=slots, prefill_s=0.02)(call.workload.request_rate, call.requests, None)
+
+    result = Tuner(_options(tmp_path, cap_space, preset=str(preset), trials=4), runner=FakeRunner(measure)).run()
+    written = build_preset(result)
+    assert written["set"]["schedule_conservativeness"] == 1.3 and written["set"]["chunked_prefill_size"] == 4096
+    assert "api_key" not in written["set"] and written["evidence"]["study_preset"] == str(preset)
+    assert written["set"]["max_running_requests"] == result.best.params["max_running_requests"]
+    path = write_preset(result, tmp_path / "best.yaml")
+    assert "sk-under-the-trials" not in path.read_text()
+    again = resolve_launch("qwen3-8b", gpu="h200", workload="text-chat", preset=path, use_rules=False)
+    ran = launched[f"trial-{result.best.number:04d}"]
+    assert {k: v for k, v in ran.requested().items() if k != "api_key"} == again.requested()
+    assert "api_key" in ran.requested()
