@@ -76,6 +76,7 @@ class Tuner:
                 slots=len(s.slots),
                 requests=s.requests,
                 done=launches(s.study.get_trials(deepcopy=False), running=False),
+                measure=_measure(s),
             )
         )
         workers.run()
@@ -136,3 +137,13 @@ def _default_runner(o: TuneOptions) -> BaseRunner:
     if o.startup_timeout_s:
         launch["startup_timeout_s"] = o.startup_timeout_s
     return SglangRunner(LaunchOptions(**launch), client=o.client)
+
+
+def _measure(s: StudySetup) -> str:
+    """What one trial measures, for the study's first line."""
+    if s.search is None or s.confirm_search is None:
+        return f"{s.requests} requests per trial"
+    text = f"a capacity search per trial from {s.search.start_rate:g} req/s with {s.search.step_s:g} s steps"
+    if s.options.confirm_rounds > 0:
+        text += f" (confirmation: {s.confirm_search.step_s:g} s steps)"
+    return text

@@ -45,9 +45,11 @@ class StudyStarted:
     slots: int
     """Parallel trial slots (GPU sets)."""
     requests: int
-    """Measured requests per trial."""
+    """Measured requests per trial (a throughput study)."""
     done: int
     """Launches the study already holds (a resume)."""
+    measure: str = ""
+    """What one trial measures, in words (`N requests per trial`, or a capacity study's search)."""
 
 
 @dataclass(frozen=True)

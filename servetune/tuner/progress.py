@@ -60,7 +60,7 @@ class TuneProgress:
             self._task = p.add_task("tune", total=event.trials, completed=done, best="")
             p.console.print(
                 f"study [bold]{event.study}[/] in {_redact(event.storage)}; {len(event.space)} dimensions, "
-                f"{event.slots} parallel slot(s); {event.requests} requests per trial; "
+                f"{event.slots} parallel slot(s); {event.measure or f'{event.requests} requests per trial'}; "
                 f"{event.done} trial(s) already done"
             )
             if event.dropped:

@@ -254,3 +254,22 @@ def test_the_written_preset_launches_what_the_winner_ran_over_the_study_preset(t
     ran = launched[f"trial-{result.best.number:04d}"]
     assert {k: v for k, v in ran.requested().items() if k != "api_key"} == again.requested()
     assert "api_key" in ran.requested()
+
+
+@pytest.mark.parametrize(
+    ("confirm", "says"),
+    [
+        (0, "a capacity search per trial from 4 req/s with 5 s steps"),
+        (1, "a capacity search per trial from 4 req/s with 5 s steps (confirmation: 20 s steps)"),
+    ],
+)
+def test_the_study_line_says_what_a_capacity_trial_measures(tmp_path, cap_space, confirm, says):
+    """Not `N requests per trial` (a capacity trial's request count follows its rates)."""
+    from servetune.tuner.events import StudyStarted
+
+    seen: list = []
+    Tuner(
+        _options(tmp_path, cap_space, trials=2, confirm_rounds=confirm), runner=_capacity_runner(), on_event=seen.append
+    ).run()
+    (started,) = [e for e in seen if isinstance(e, StudyStarted)]
+    assert started.measure == says
