@@ -12,6 +12,7 @@ import dataclasses
 import statistics
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servetune.tuner._evaluate import evaluate, evaluate_capacity
@@ -133,11 +134,16 @@ def confirm(
     by_number = {t.number: t for t in [baseline, *finalists]}
     reference = reference_rate(s)
     counter: dict[int, int] = {}
+    history = _history(s)
+    out_dir = _confirm_dir(s.run_dir, len(history))
 
     def measure(number: Hashable) -> tuple[float | None, str | None]:
         t = by_number[number]
         counter[t.number] = counter.get(t.number, 0) + 1
-        m = _remeasure(s, runner, t, counter[t.number], guarded=t is not baseline, reference=reference, stop=stop)
+        m = _remeasure(
+            s, runner, t, out_dir / f"r{counter[t.number]}-trial-{t.number:04d}",
+            guarded=t is not baseline, reference=reference, stop=stop,
+        )  # fmt: skip
         if stop.is_set():
             raise KeyboardInterrupt
         value = objective.value(m.metrics) if m.metrics and not m.stopped_early else None
@@ -173,6 +179,8 @@ def confirm(
     }
     if s.confirm_search is not None:
         record["step_s"] = s.confirm_search.step_s
+    record["run_dir"] = str(out_dir)
+    s.study.set_user_attr("confirmations", [*history, record])
     s.study.set_user_attr("confirmation", record)
     on_event(Confirmed(record))
     return record
@@ -195,19 +203,37 @@ def _finalists(s: StudySetup, trials: list[TrialSummary], baseline: TrialSummary
     return finalists
 
 
+def _history(s: StudySetup) -> list[dict[str, Any]]:
+    """The study's confirmations so far, oldest first (one stored before the history was kept counts)."""
+    earlier = s.study.user_attrs.get("confirmations")
+    if earlier is None:
+        earlier = [c for c in [s.study.user_attrs.get("confirmation")] if c]
+    return list(earlier)
+
+
+def _confirm_dir(run_dir: Path, done: int) -> Path:
+    """`confirm/` for the study's first confirmation, `confirm-2/`, `confirm-3/` ... for later ones,
+    past any directory an interrupted one left: a study confirmed again keeps the earlier logs."""
+    k = done + 1
+    while True:
+        out = run_dir / ("confirm" if k == 1 else f"confirm-{k}")
+        if not (out.exists() and any(out.iterdir())):
+            return out
+        k += 1
+
+
 def _remeasure(
     s: StudySetup,
     runner: BaseRunner,
     t: TrialSummary,
-    rnd: int,
+    run_dir: Path,
     *,
     guarded: bool,
     reference: float | None,
     stop: threading.Event,
 ) -> Outcome:
     """One confirmation round of trial `t`: a fresh capacity search (starting at its own capacity)
-    or a benchmark run (a finalist's guarded against runaways)."""
-    run_dir = s.run_dir / "confirm" / f"r{rnd}-trial-{t.number:04d}"
+    or a benchmark run (a finalist's guarded against runaways), in `run_dir`."""
     res = s.resolve(t.layer, source=t.source)
     if s.capacity:
         search = s.confirm_search

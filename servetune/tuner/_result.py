@@ -67,6 +67,9 @@ class TuneResult:
     pareto: list[int]
     confirmation: dict[str, Any] | None
     meta: dict[str, Any]
+    confirmations: list[dict[str, Any]] = field(default_factory=list)
+    """Every confirmation the study ran, oldest first (a resumed study can confirm again, e.g. with
+    longer steps); `confirmation` is the newest."""
 
     def ratio(self) -> float | None:
         """best/baseline on the primary objective (the confirmed median when re-measured)."""
@@ -100,6 +103,7 @@ class TuneResult:
             "defaults": brief(self.defaults),
             "ratio": self.ratio(),
             "confirmation": self.confirmation,
+            "confirmations": self.confirmations,
             "pareto_front": self.pareto,
             "trials": [t.as_json() for t in self.trials],
             "trial_time": self.trial_time(),
@@ -232,4 +236,5 @@ def load_result(study, storage_url: str) -> TuneResult:
         pareto=[t.number for t in pareto_front(trials, objectives)] if len(objectives) > 1 else [],
         confirmation=confirmation,
         meta=meta,
+        confirmations=study.user_attrs.get("confirmations") or ([confirmation] if confirmation else []),
     )

@@ -76,19 +76,25 @@ def print_summary(result: TuneResult, console=None) -> None:
         )
     ratio = result.ratio()
     if ratio is not None:
-        conf = result.confirmation
-        spread = ""
-        if conf:
-            chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
-            if chosen and chosen.get("min") is not None:
-                steps = f" with {conf['step_s']:g} s steps" if conf.get("step_s") else ""
-                spread = (
-                    f" (re-measured {len(chosen['ratios'])}x interleaved{steps}: "
-                    f"min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f})"
-                )
-            elif conf.get("note"):
-                spread = f" ({conf['note']})"
+        spread = f" ({_confirmed(result.confirmation)})" if result.confirmation else ""
         console.print(f"tuned/baseline: [bold]{ratio:.3f}x[/]{spread}")
+    for conf in result.confirmations[:-1]:
+        console.print(
+            f"  an earlier confirmation: trial {conf.get('chosen_trial')} {conf.get('chosen_ratio', 1.0):.3f}x "
+            f"({_confirmed(conf)})"
+        )
+
+
+def _confirmed(conf: dict[str, Any]) -> str:
+    """How a confirmation measured its chosen trial: rounds, step length, spread (or why none won)."""
+    chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
+    if chosen and chosen.get("min") is not None:
+        steps = f" with {conf['step_s']:g} s steps" if conf.get("step_s") else ""
+        return (
+            f"re-measured {len(chosen['ratios'])}x interleaved{steps}: "
+            f"min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f}"
+        )
+    return conf.get("note") or f"{conf.get('rounds')} round(s)"
 
 
 def print_report(result: TuneResult) -> None:

@@ -273,3 +273,42 @@ def test_the_study_line_says_what_a_capacity_trial_measures(tmp_path, cap_space,
     ).run()
     (started,) = [e for e in seen if isinstance(e, StudyStarted)]
     assert started.measure == says
+
+
+def test_confirming_a_resumed_study_again_keeps_the_earlier_confirmation(tmp_path, cap_space, capsys, monkeypatch):
+    """A second confirmation (here with 7 s steps after the default 20 s) gets its own directory, past
+    one an interrupted confirmation left, and its own record: the first one's stay, the report shows both."""
+    from servetune.tuner import load_result
+    from servetune.tuner.report import print_summary
+
+    calls: list = []
+
+    def runner():
+        def measure(call):
+            calls.append(call.run_dir)
+            slots = int(call.values.get("max_running_requests") or 2)
+            return model_step(call.slos, slots=slots, prefill_s=0.02)(call.workload.request_rate, call.requests, None)
+
+        return FakeRunner(measure)
+
+    first = Tuner(_options(tmp_path, cap_space, confirm_rounds=1, trials=4), runner=runner())
+    first.run()
+    assert any("confirm" in p.parts for p in calls)
+    calls.clear()
+    left = tmp_path / "study" / "confirm-2" / "r1-trial-0000"  # an interrupted confirmation's leftovers
+    left.mkdir(parents=True)
+    (left / "server.log").write_text("interrupted\n")
+    again = Tuner(_options(tmp_path, cap_space, confirm_rounds=1, trials=4, confirm_step_seconds=7.0), runner=runner())
+    result = again.run()
+    assert calls and all("confirm-3" in p.parts for p in calls), calls
+    assert (left / "server.log").read_text() == "interrupted\n"
+    history = again.study.user_attrs["confirmations"]
+    assert [c["step_s"] for c in history] == [20.0, 7.0]
+    assert again.study.user_attrs["confirmation"] == history[-1] and result.confirmation["step_s"] == 7.0
+    assert history[0]["run_dir"].endswith("confirm") and history[1]["run_dir"].endswith("confirm-3")
+    loaded = load_result(again.study, again.storage_url)
+    assert loaded.confirmations == history
+    monkeypatch.setenv("COLUMNS", "300")
+    print_summary(loaded)
+    out = capsys.readouterr().out
+    assert "with 7 s steps" in out and "an earlier confirmation" in out and "with 20 s steps" in out
