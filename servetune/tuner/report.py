@@ -55,9 +55,8 @@ def _fmt(value: Any) -> str:
 
 def print_summary(result: TuneResult, console=None) -> None:
     """Best vs baseline, in a few lines."""
-    from rich.console import Console
 
-    console = console or Console()
+    console = console or _console()
     primary = result.objectives[0] if result.objectives else {"name": "?", "unit": ""}
     best, base = result.best, result.baseline
     if best is None:
@@ -85,6 +84,18 @@ def print_summary(result: TuneResult, console=None) -> None:
         )
 
 
+def _console():
+    """A console for the report: a file or pipe gets 200 columns (not rich's 80, which folds every
+    params cell into a dozen lines); a terminal, or `COLUMNS`, keeps its own width."""
+    import os
+    import sys
+
+    from rich.console import Console
+
+    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(width=200 if wide else None)
+
+
 def _confirmed(conf: dict[str, Any]) -> str:
     """How a confirmation measured its chosen trial: rounds, step length, spread (or why none won)."""
     chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
@@ -99,10 +110,9 @@ def _confirmed(conf: dict[str, Any]) -> str:
 
 def print_report(result: TuneResult) -> None:
     """The trials table, then best vs baseline."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = _console()
     console.print(
         f"study [bold]{result.study}[/] in {redact_url(result.storage)}: model {result.meta.get('model')}, "
         f"workload {result.meta.get('workload')}, SGLang {result.meta.get('sglang_version')}"

@@ -312,3 +312,32 @@ def test_confirming_a_resumed_study_again_keeps_the_earlier_confirmation(tmp_pat
     print_summary(loaded)
     out = capsys.readouterr().out
     assert "with 7 s steps" in out and "an earlier confirmation" in out and "with 20 s steps" in out
+
+
+def test_tune_report_into_a_file_is_not_folded_to_80_columns(tmp_path, cap_space):
+    """Fleet jobs keep reports as files: the table is 200 columns wide there, so a trial's params
+    stay on its row instead of folding into rich's default 80 (COLUMNS still wins)."""
+    import os
+    import subprocess
+    import sys
+
+    tuner = Tuner(_options(tmp_path, cap_space, trials=3), runner=_capacity_runner())
+    tuner.run()
+    argv = [
+        sys.executable,
+        "-m",
+        "servetune",
+        "tune",
+        "report",
+        "--storage",
+        tuner.storage_url,
+        "--study",
+        tuner.study.study_name,
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    lines = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
+    assert max(len(line) for line in lines) > 80 and all(len(line) <= 200 for line in lines)
+    (row,) = [line for line in lines if "│ 0 " in line]
+    assert "max_running_requests=" in row
+    narrow = subprocess.run(argv, env={**env, "COLUMNS": "80"}, capture_output=True, text=True, timeout=120).stdout
+    assert max(len(line) for line in narrow.splitlines()) <= 80
