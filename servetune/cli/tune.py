@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from servetune.cli._options import (
+    CAPACITY,
     CapacityOpts,
     ClientOpt,
     ResolveOpts,
@@ -27,7 +28,6 @@ _SEARCH = "Search"
 _STUDY = "Study and storage"
 _TARGET = "Target"
 _RUN = "Running trials"
-_CAPACITY = "Capacity (--objective capacity)"
 
 
 def register(app: typer.Typer) -> None:
@@ -150,7 +150,7 @@ def tune(
             help="Seconds of arrivals per step of the confirmation's capacity searches (default: --step-seconds, "
             "at least 20: short steps can screen trials, but a server past its sustained rate can hold "
             "its latency for several seconds).",
-            rich_help_panel=_CAPACITY,
+            rich_help_panel=CAPACITY,
         ),
     ] = None,
     storage: Annotated[

@@ -55,7 +55,6 @@ def _fmt(value: Any) -> str:
 
 def print_summary(result: TuneResult, console=None) -> None:
     """Best vs baseline, in a few lines."""
-
     console = console or _console()
     primary = result.objectives[0] if result.objectives else {"name": "?", "unit": ""}
     best, base = result.best, result.baseline
