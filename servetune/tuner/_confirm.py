@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servetune.tuner._evaluate import evaluate, evaluate_capacity
-from servetune.tuner._result import TrialSummary, baseline_of, rank_feasible
+from servetune.tuner._result import TrialSummary, baseline_of, confirmation_history, rank_feasible
 from servetune.tuner._trial import reference_rate, runaway_guard
 from servetune.tuner.events import Confirmed, ConfirmRound, ConfirmSkipped
 
@@ -134,7 +134,7 @@ def confirm(
     by_number = {t.number: t for t in [baseline, *finalists]}
     reference = reference_rate(s)
     counter: dict[int, int] = {}
-    history = _history(s)
+    history = confirmation_history(s.study.user_attrs)
     out_dir = _confirm_dir(s.run_dir, len(history))
 
     def measure(number: Hashable) -> tuple[float | None, str | None]:
@@ -201,14 +201,6 @@ def _finalists(s: StudySetup, trials: list[TrialSummary], baseline: TrialSummary
         if len(finalists) >= s.options.finalists:
             break
     return finalists
-
-
-def _history(s: StudySetup) -> list[dict[str, Any]]:
-    """The study's confirmations so far, oldest first (one stored before the history was kept counts)."""
-    earlier = s.study.user_attrs.get("confirmations")
-    if earlier is None:
-        earlier = [c for c in [s.study.user_attrs.get("confirmation")] if c]
-    return list(earlier)
 
 
 def _confirm_dir(run_dir: Path, done: int) -> Path:

@@ -211,6 +211,14 @@ def baseline_of(trials: list[TrialSummary], source: str) -> TrialSummary | None:
     return any_[-1] if any_ else None
 
 
+def confirmation_history(user_attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    """A study's confirmations, oldest first (one stored before the history was kept counts)."""
+    history = user_attrs.get("confirmations")
+    if history is None:
+        history = [c for c in [user_attrs.get("confirmation")] if c]
+    return list(history)
+
+
 def load_result(study, storage_url: str) -> TuneResult:
     """Read a study back from storage into a `TuneResult`."""
     meta = study.user_attrs.get("servetune") or {}
@@ -236,5 +244,5 @@ def load_result(study, storage_url: str) -> TuneResult:
         pareto=[t.number for t in pareto_front(trials, objectives)] if len(objectives) > 1 else [],
         confirmation=confirmation,
         meta=meta,
-        confirmations=study.user_attrs.get("confirmations") or ([confirmation] if confirmation else []),
+        confirmations=confirmation_history(study.user_attrs),
     )
