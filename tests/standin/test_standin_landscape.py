@@ -16,9 +16,25 @@ UNIQUE = [image_url(i) for i in range(N)]
 POOL = [image_url(10**6 + i) for i in range(4)]
 
 
+ROUNDS = 3
+"""Each config is measured this many times, interleaved, and keeps its best figure: other work on the
+machine only ever slows a run, and one 2-second run can land in a burst of it (CI once read the wide
+graph at 67 against its usual 84-92 req/s)."""
+
+
 def measure(tmp_path, name, *flags, images=None):
     with standin(tmp_path / name, *flags, knobs=SLOW) as server:
         return drive(server.url, N, CONCURRENCY, TOKENS, images=images)["throughput"]
+
+
+def best_of(tmp_path, configs):
+    """{name: (flags, images)} -> {name: best throughput over ROUNDS interleaved runs}."""
+    best: dict[str, float] = {}
+    for rnd in range(ROUNDS):
+        for name, (flags, images) in configs.items():
+            value = measure(tmp_path, f"{name}-{rnd}", *flags, images=images)
+            best[name] = max(best.get(name, 0.0), value)
+    return best
 
 
 def test_resolution_of_unset_fields_and_the_deliberate_cap():
@@ -44,9 +60,15 @@ def test_decode_step_cost_depends_on_the_graph_width_and_prefill():
 
 def test_a_wider_decode_graph_beats_the_default_at_64_concurrent(tmp_path):
     """Text at concurrency 64: graph 64 > default (32); a tight max_running_requests is worse."""
-    default = measure(tmp_path, "default")
-    wide = measure(tmp_path, "wide", "--cuda-graph-max-bs-decode", "64")
-    tight = measure(tmp_path, "tight", "--max-running-requests", "16")
+    got = best_of(
+        tmp_path,
+        {
+            "default": ((), None),
+            "wide": (("--cuda-graph-max-bs-decode", "64"), None),
+            "tight": (("--max-running-requests", "16"), None),
+        },
+    )
+    default, wide, tight = got["default"], got["wide"], got["tight"]
     assert wide > 1.15 * default, (wide, default)
     assert tight < default
 
@@ -54,9 +76,15 @@ def test_a_wider_decode_graph_beats_the_default_at_64_concurrent(tmp_path):
 def test_single_use_images_prefer_cuda_ipc_and_repeated_images_prefer_the_cpu_cache(tmp_path):
     """Unique images: cuda_ipc > cpu; a small repeated pool: cpu (media cache) > cpu with unique images."""
     flags = ("--cuda-graph-max-bs-decode", "64")
-    cpu_unique = measure(tmp_path, "cpu-u", *flags, images=UNIQUE)
-    ipc_unique = measure(tmp_path, "ipc-u", *flags, "--mm-feature-transport", "cuda_ipc", images=UNIQUE)
-    cpu_pool = measure(tmp_path, "cpu-p", *flags, images=POOL)
+    got = best_of(
+        tmp_path,
+        {
+            "cpu-u": (flags, UNIQUE),
+            "ipc-u": ((*flags, "--mm-feature-transport", "cuda_ipc"), UNIQUE),
+            "cpu-p": (flags, POOL),
+        },
+    )
+    cpu_unique, ipc_unique, cpu_pool = got["cpu-u"], got["ipc-u"], got["cpu-p"]
     assert ipc_unique > 1.15 * cpu_unique, (ipc_unique, cpu_unique)
     assert cpu_pool > 1.15 * cpu_unique, (cpu_pool, cpu_unique)
 
