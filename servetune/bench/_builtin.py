@@ -36,6 +36,7 @@ from servetune.bench._bodies import Bodies
 from servetune.bench._probe import auth_headers, base_url_of, calibrate_tokens_per_word, probe_server
 from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics
 from servetune.bench.slo import LatencySlo
+from servetune.bench.verdict import StepJudge
 from servetune.errors import BenchError
 from servetune.schema.workload import Workload
 
@@ -88,7 +89,7 @@ async def _send(
                 content = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
                 if content:
                     if ttft == 0.0:
-                        ttft = now - started
+                        ttft = record.ttft = now - started
                     else:
                         record.itl.append(now - last)
                     last = now
@@ -117,9 +118,12 @@ async def run_builtin_async(
     nonce: bytes | None = None,
     slos: Sequence[LatencySlo] = (),
     api_key: str | None = None,
+    judge: StepJudge | None = None,
 ) -> Metrics:
     """Run `workload` against `url` (see the module docstring); the asynchronous core. `api_key` is sent
-    as `Authorization: Bearer` (default: `$OPENAI_API_KEY`)."""
+    as `Authorization: Bearer` (default: `$OPENAI_API_KEY`). `judge` (a capacity step's
+    `servetune.bench.verdict.StepJudge`) looks at every request sent, every `LOOK_S`, and ends the
+    run at its decision or at its `max_s`; its last verdict (`judge.last`) is the step's."""
     import httpx
 
     base = base_url_of(url)
@@ -128,6 +132,7 @@ async def run_builtin_async(
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     timeout = httpx.Timeout(workload.request_timeout_s, connect=10.0)
     finished: list[RequestRecord] = []
+    sent: list[RequestRecord] = []
     async with httpx.AsyncClient(
         base_url=base, limits=limits, timeout=timeout, headers=auth_headers(api_key), http1=True, http2=False
     ) as client:
@@ -154,42 +159,66 @@ async def run_builtin_async(
             while not queue.full() and not producer.done():
                 await asyncio.sleep(0.005)
             metrics = await _measure(
-                client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio, finished, slos
-            )
+                client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio, finished,
+                slos, judge, sent,
+            )  # fmt: skip
             metrics = metrics.model_copy(update={"warmup_s": round(warmup_s, 4)})
             producer.cancel()
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
     if run_dir is not None:
         (Path(run_dir) / "builtin_metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        _write_requests(Path(run_dir) / "requests.jsonl", finished)
+        _write_requests(Path(run_dir) / "requests.jsonl", sent)
     return metrics
 
 
 IDLE_CHECK_S = 1.0
 """While no request completes, `should_stop` is still asked this often (seconds)."""
+LOOK_S = 0.5
+"""A step's judge looks at most this often (seconds): often enough to stop within a second of a
+decision, seldom enough that judging a few thousand records does not slow the send loop."""
+
+
+REQUEST_FIELDS = (
+    "scheduled",
+    "start",
+    "ttft",
+    "latency",
+    "success",
+    "finished",
+    "output_len",
+    "prompt_len",
+    "images",
+    "error",
+)
+"""What `requests.jsonl` keeps of each request (times in s on the run's clock, from its first send)."""
 
 
 def _write_requests(path: Path, records: list[RequestRecord]) -> None:
-    """One line per measured request, in completion order (times in s from the first send), so
-    the metrics can be recomputed from the raw data. Inter-token gaps are left out (size)."""
+    """One line per measured request sent, in arrival order (an unfinished one was cancelled when
+    the run stopped), so the metrics and a step's verdict can be recomputed from the raw data
+    (`load_requests`). Inter-token gaps are left out (size)."""
     with path.open("w", encoding="utf-8") as f:
         for r in records:
-            f.write(
-                json.dumps(
-                    {
-                        "start": round(r.start, 6),
-                        "ttft": round(r.ttft, 6),
-                        "latency": round(r.latency, 6),
-                        "success": r.success,
-                        "output_len": r.output_len,
-                        "prompt_len": r.prompt_len,
-                        "images": r.images,
-                        "error": r.error,
-                    }
-                )
-                + "\n"
-            )
+            row = {k: getattr(r, k) for k in REQUEST_FIELDS}
+            for k in ("scheduled", "start", "ttft", "latency"):
+                if row[k] is not None:
+                    row[k] = round(row[k], 6)
+            f.write(json.dumps(row) + "\n")
+
+
+def load_requests(path: Path) -> list[RequestRecord]:
+    """The records `requests.jsonl` holds (older files without `finished` or `scheduled`: every
+    request listed finished, sent on time)."""
+    out = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        fields = {k: row[k] for k in REQUEST_FIELDS if k in row}
+        fields.setdefault("finished", bool(row.get("success") or row.get("error")))
+        out.append(RequestRecord(**fields))
+    return out
 
 
 async def _warmup(client, bodies: Bodies, count: int, concurrency, timeout: float, loop, executor) -> None:
@@ -222,15 +251,19 @@ async def _measure(
     ratio,
     finished: list[RequestRecord],
     slos: Sequence[LatencySlo] = (),
+    judge: StepJudge | None = None,
+    records: list[RequestRecord] | None = None,
 ) -> Metrics:
-    """The measured run; `finished` receives each request's record as it completes."""
+    """The measured run; `finished` receives each request's record as it completes, `records` every
+    request sent (in arrival order)."""
     rng = random.Random(workload.seed + 1)
     semaphore = asyncio.Semaphore(workload.max_concurrency) if workload.max_concurrency else None
-    records: list[RequestRecord] = []
+    records = [] if records is None else records
     done_event = asyncio.Queue()
     tasks: list[asyncio.Task] = []
     every = max(1, requests // 50)
     clock0 = time.perf_counter()
+    started_at = time.time()
 
     def info(stopped: bool) -> dict[str, Any]:
         return dict(
@@ -245,6 +278,7 @@ async def _measure(
             client_prep_s=round(bodies.prep_s, 4),
             text_tokens_per_word=ratio,
             offered_ratio=offered_ratio(),
+            started_at=round(started_at, 3),
         )
 
     sent = 0
@@ -276,10 +310,8 @@ async def _measure(
             **info(stopped),
         )
 
-    async def one(body: bytes, images: int, expected: int, estimate: int) -> None:
+    async def one(record: RequestRecord, body: bytes, expected: int) -> None:
         nonlocal sent, all_sent_at
-        record = RequestRecord(images=images, prompt_len=estimate)
-        records.append(record)
         try:
             async with semaphore or contextlib.nullcontext():
                 sent += 1
@@ -288,12 +320,14 @@ async def _measure(
                 await _send(client, body, record, expected, workload.request_timeout_s, clock0)
         finally:
             if record.success or record.error:
+                record.finished = True
                 done_event.put_nowait(record)
 
     async def send_all() -> None:
         for index in range(requests):
             body, images, expected, estimate = await queue.get()
             at = bodies.arrival_s(index)
+            due: float | None = at
             if at is not None:  # a trace replayed at its recorded times
                 await asyncio.sleep(max(0.0, clock0 + at - time.perf_counter()))
             if at is None and workload.request_rate is not None:
@@ -302,19 +336,37 @@ async def _measure(
                 await asyncio.sleep(max(0.0, clock0 + due - time.perf_counter()))
                 schedule.append(due)
                 sent_at.append(time.perf_counter() - clock0)
-            tasks.append(asyncio.create_task(one(body, images, expected, estimate)))
+            record = RequestRecord(
+                images=images, prompt_len=estimate, output_len=expected, scheduled=due,
+                start=time.perf_counter() - clock0,
+            )  # fmt: skip
+            records.append(record)
+            tasks.append(asyncio.create_task(one(record, body, expected)))
 
     sender = asyncio.create_task(send_all())
     stopped = False
     last_end = clock0
     count = 0
+    idle = min(IDLE_CHECK_S, LOOK_S) if judge is not None else IDLE_CHECK_S
+    looked = clock0
+
+    def judged() -> bool:
+        """Whether the step's judge has decided (or its time is up); looks at most every `LOOK_S`."""
+        nonlocal looked
+        now = time.perf_counter()
+        if judge is None or now - looked < LOOK_S:
+            return False
+        looked = now
+        rel = now - clock0
+        return judge.done(judge.look(records, rel)) or (bool(records) and rel - records[0].arrival >= judge.max_s)
+
     while count < requests:
         try:
-            record = await asyncio.wait_for(done_event.get(), timeout=IDLE_CHECK_S)
+            record = await asyncio.wait_for(done_event.get(), timeout=idle)
         except asyncio.TimeoutError:
             # no completion for a while: `should_stop` still gets a look (a runaway config's first
             # wave may take minutes; its deadline must not wait for a completion)
-            if should_stop is not None and should_stop(count, partial()):
+            if judged() or (should_stop is not None and should_stop(count, partial())):
                 stopped = True
                 break
             continue
@@ -325,6 +377,9 @@ async def _measure(
             if record.success
             else max(last_end, time.perf_counter())
         )
+        if judged():
+            stopped = True
+            break
         # every `every` completions, the last, and the end of the first wave (the pruner's first look)
         if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
             snapshot = partial()
@@ -334,12 +389,17 @@ async def _measure(
                 stopped = True
                 break
     if stopped:
+        end = time.perf_counter()
         sender.cancel()
         for task in tasks:
             task.cancel()
         await asyncio.gather(sender, *tasks, return_exceptions=True)
+        if judge is not None:
+            judge.close(records, end - clock0)
         return partial(stopped=True)
     await sender
+    if judge is not None:
+        judge.close(records, time.perf_counter() - clock0)
     metrics = partial(end=last_end)
     if metrics.completed == 0:
         raise BenchError(

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from servetune.bench.metrics import Metrics
 from servetune.bench.slo import LatencySlo
+from servetune.bench.verdict import StepJudge
 from servetune.bench.workloads import load_workload
 from servetune.errors import BenchError, SpecError
 from servetune.schema.workload import Workload
@@ -52,20 +53,26 @@ def run_benchmark(
     should_stop: Callable[[int, Metrics], bool] | None = None,
     slos: Sequence[LatencySlo] = (),
     api_key: str | None = None,
+    judge: StepJudge | None = None,
+    nonce: bytes | None = None,
 ) -> Metrics:
     """Drive `workload` against the server at `url` and return its metrics.
 
     The run shape is fixed by the workload (requests, concurrency or rate, warmup, lengths),
     so two runs of one workload are comparable; the builtin client also reports a
     steady-state window (`Metrics.steady`). See `servetune.bench` for every argument; `api_key`
-    is the server's key (`--api-key`), sent by either client (default: `$OPENAI_API_KEY`).
+    is the server's key (`--api-key`), sent by either client (default: `$OPENAI_API_KEY`). `judge`
+    (a capacity step's `StepJudge`) decides when the run ends, and `nonce` seeds its images; both
+    need the builtin client.
     """
     workload = load_workload(workload)
     if requests is not None and requests < 1:
         raise SpecError(f"`--requests` must be at least 1, but got {requests}")
     count = requests or workload.requests
     # goodput needs every request's latencies: the builtin client's records
-    chosen = choose_client(client, workload, can_stop_early=should_stop is not None or bool(slos))
+    chosen = choose_client(client, workload, can_stop_early=should_stop is not None or bool(slos) or judge is not None)
+    if chosen == "sglang" and judge is not None:
+        raise SpecError("a capacity step needs the builtin client", help="drop --client sglang")
     if chosen == "sglang" and slos:
         raise SpecError(
             "--slo needs the builtin client (goodput is computed from every request's latencies)",
@@ -108,6 +115,8 @@ def run_benchmark(
             should_stop=should_stop,
             slos=slos,
             api_key=api_key,
+            judge=judge,
+            nonce=nonce,
         )
     if run_dir is not None:
         (run_dir / "metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")

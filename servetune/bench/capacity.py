@@ -1,86 +1,201 @@
-"""Capacity at an SLO: the highest Poisson request rate one server carries while every SLO holds.
+"""Capacity at an SLO: the highest Poisson rate one server sustains while every SLO holds, certified.
 
-    cap = find_capacity(run_step, slos, start_rate=8.0)   # run_step(rate, requests, should_stop) -> Metrics
-    cap.request_rate, cap.goodput, cap.steps
+    cap = find_capacity(run_step, slos, start_rate=8.0)   # run_step(StepPlan) -> StepOutcome
+    cap.request_rate, cap.bracket, cap.certified, cap.steps
 
-One launched server, many steps: each step offers Poisson traffic at one rate for long enough
-to be steady (`requests = max(min_requests, rate * step_s)`) and is judged **met** when
+One launched server, many steps. Each step offers Poisson arrivals at one rate until its verdict is
+decided (`servetune.bench.verdict`: SLOs by a sequential binomial test at `confidence`, the backlog by
+its trend, a warm-up span judged by nothing) or `step_s` passes (then `undecided`, not met).
 
-- every SLO's statistic over the step's requests is within its bound (`Metrics.slo`),
-- the server kept up: while requests were being sent, it completed at least `keep_up` of the
-  arrivals (`Metrics.served_ratio`; a server that queues what it cannot serve can hold TPOT
-  while its backlog grows without bound), and
-- at most `max_failed` of the requests failed.
+The search brackets the capacity by doubling (or halving) from `start_rate`, then bisects in log
+space until the highest met rate and the lowest not-met one are within `resolution`; each midpoint
+is drawn within the middle fifth of the bracket (seeded by the step), so repeated searches do not
+read one fixed grid. Then both ends are run again: the capacity is the highest rate **met in two
+runs**, and the not-met rate above it must be not met in two. A run again that disagrees with the
+first gets a third (the majority decides). An end that flips moves the bracket and the search goes on.
+A rate met above one missed twice is reported (`monotone: false`), not hidden: the capacity stays
+below the lowest rate missed twice.
 
-The search brackets the capacity by doubling (or halving) from `start_rate`, then bisects
-(geometrically) until the highest met rate and the lowest missed one are within `resolution`
-(relative). A step whose deciding figure lies within `noise_margin` of its bound is run again,
-and counts as met only if both runs are. A step stops early once its outcome is certain (more
-requests over a percentile's bound than the percentile allows, `LatencySlo.certainly_missed`).
+**Paired steps.** Step `k` of a search draws its arrival gaps, prompts and images from
+`step_seed(seed, k)`: every config searched with the same `seed` meets the same sequence at step
+`k` (common random numbers), while each step of one server, a run again included, gets a new one.
 
-`floor` (the tuner's incumbent capacity) makes the search start there and give up after the
-first missed step at or below it: such a config cannot beat the incumbent.
+`floor` (the tuner's incumbent capacity) makes the search start there and give up after a first
+step at it that is not met: such a config cannot beat the incumbent.
 """
 
 from __future__ import annotations
 
-import math
+import hashlib
+import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from servetune.bench.metrics import Metrics
 from servetune.bench.slo import LatencySlo
+from servetune.bench.verdict import StepJudge, StepRules, StepVerdict
 from servetune.errors import SpecError
 
-__all__ = ["Capacity", "CapacityStep", "find_capacity", "step_requests"]
+__all__ = [
+    "Capacity",
+    "CapacityStep",
+    "SoakResult",
+    "StepOutcome",
+    "StepPlan",
+    "find_capacity",
+    "step_seed",
+]
 
-OFFERED_MIN = 0.9
-"""A step whose client sent its arrivals at under this share of their schedule did not test its rate
-(on 2 cores the builtin client topped out near 80 req/s of short text requests): it is not met."""
-KEEP_UP_NOISE = 0.03
-"""A served ratio this close to `keep_up` is within noise (on the stand-in, runs of one rate read 0.97-1.02)."""
+JITTER = 0.1
+"""A bisection point lies at (0.5 ± this) of the bracket's log width."""
+MAX_STEP_S = 3600.0
+"""No step runs longer, however low its rate: below the rate that fills it, a step is not a verdict."""
+REACH = 1.5
+"""A step at a low rate is lengthened to send this many times the judged requests a verdict needs."""
 
-RunStep = Callable[[float, int, Callable[[int, Metrics], bool]], Metrics]
-"""`run_step(rate, requests, should_stop) -> Metrics`: one benchmark step at a Poisson rate."""
+
+def step_length(step_s: float, rate: float, slos: Sequence[LatencySlo], rules: StepRules) -> float:
+    """A step's longest run at `rate`: `step_s`, or long enough to judge `REACH` times the requests
+    a met verdict needs (`StepJudge.needed`), at most `MAX_STEP_S`."""
+    need = StepJudge(slos, rules, rate=rate, max_s=step_s).needed()
+    return min(MAX_STEP_S, max(step_s, rules.warmup_s + max(REACH * need / rate, rules.backlog_s)))
+
+
+def step_seed(seed: int, index: int) -> int:
+    """The sequence seed of step `index` of a search seeded `seed` (31 bits)."""
+    digest = hashlib.sha256(f"servetune-step:{seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step to run: what `run_step` is given."""
+
+    index: int
+    """1-based position in the search."""
+    rate: float
+    """Poisson rate (req/s)."""
+    repeat: int
+    """0 for the first run at this rate, 1, 2 for runs again."""
+    seed: int
+    """The step's sequence seed (`step_seed`): arrival gaps, prompts, images."""
+    max_s: float
+    """The step's longest run (s)."""
+    judge: StepJudge
+    """Asked as requests complete; the step stops once it decides (`StepJudge.done`)."""
+
+    @property
+    def requests(self) -> int:
+        """Arrivals the step plans at most (its rate for `max_s`, with a margin for Poisson noise)."""
+        return int(self.rate * self.max_s * 1.2) + 50
+
+
+@dataclass
+class StepOutcome:
+    """What one step measured: its verdict (the judge's last) and the metrics of what finished."""
+
+    verdict: StepVerdict
+    metrics: Metrics | None = None
+    run_dir: str | None = None
+    """Where the step's files are (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`), if anywhere."""
+
+
+RunStep = Callable[[StepPlan], StepOutcome]
+"""`run_step(plan) -> StepOutcome`: one step on the launched server."""
 
 
 class CapacityStep(BaseModel):
-    """One benchmark step of the search."""
+    """One step of the search."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    index: int
+    """1-based position in the search."""
+    rate: float
+    """Offered Poisson rate (req/s)."""
+    repeat: int = 0
+    """0 for a first run at this rate, 1 and 2 for runs again."""
+    seed: int = 0
+    """The step's sequence seed (`step_seed`)."""
+    state: Literal["met", "missed", "undecided", "invalid"]
+    """The verdict: `undecided` and `invalid` are not met."""
+    met: bool
+    """`state == "met"`."""
+    why: str = ""
+    """What decided it (a miss, what stayed open, why it is not a verdict)."""
+    at_s: float = 0.0
+    """Seconds of arrivals when it was decided."""
+    sent: int = 0
+    """Arrivals sent."""
+    judged: int = 0
+    """Arrivals after the warm-up span."""
+    completed: int = 0
+    """Requests completed."""
+    failed: int = 0
+    """Requests failed."""
+    goodput: float = 0.0
+    """Requests per second that met every SLO's bound."""
+    attainment: float = 0.0
+    """Share of the completed requests that met every SLO's bound."""
+    verdict: dict[str, Any] = {}
+    """The judge's verdict (`StepVerdict`): per SLO its count and decision, the backlog test."""
+    latency_ms: dict[str, float] = {}
+    """p50/p99 of TTFT and E2E (from the scheduled arrival) and TPOT (ms)."""
+    lateness_p99_ms: float | None = None
+    """The client's p99 lateness against the schedule (ms)."""
+    bench_s: float = 0.0
+    """Wall seconds of the step."""
+    run_dir: str | None = None
+    """The step's directory (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`), where it ran on a server."""
+
+
+class SoakResult(BaseModel):
+    """One long step at one rate: does the server hold it for the whole span?"""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     rate: float
-    """Offered Poisson rate (req/s)."""
-    requests: int
-    """Requests planned in the step."""
+    """The rate soaked (req/s)."""
+    seconds: float
+    """The span asked for (s)."""
+    state: Literal["met", "missed", "undecided", "invalid"]
+    """Its verdict (a soak is met only at its end; it stops early when missed)."""
     met: bool
-    """Every SLO held, the server kept up, and few enough requests failed."""
+    """`state == "met"`."""
     why: str = ""
-    """What was missed, when not met."""
-    achieved_rate: float
-    """The offered rate times the served ratio (`Metrics.served_ratio`: completions over arrivals
-    while requests were being sent)."""
-    goodput: float
-    """Requests per second that met every SLO's bound."""
-    attainment: float
-    """Share of the step's requests that met every SLO's bound."""
-    verdicts: list[dict[str, Any]]
-    """Per SLO: value_ms, bound_ms, met."""
-    completed: int
+    """What decided it."""
+    at_s: float = 0.0
+    """Seconds of arrivals when it ended."""
+    sent: int = 0
+    """Arrivals sent."""
+    completed: int = 0
     """Requests completed."""
-    failed: int
-    """Requests failed."""
-    stopped_early: bool = False
-    """Stopped once its outcome was certain."""
-    repeat: int = 0
-    """0 for a first run, 1 for the re-run of a step within noise of its bound."""
-    bench_s: float
-    """Wall seconds of the step."""
-    latency_ms: dict[str, float]
-    """p50/p99 of TTFT, TPOT and E2E (ms), for the latency-versus-rate plot."""
+    verdict: dict[str, Any] = {}
+    """The judge's verdict (`StepVerdict`)."""
+    latency_ms: dict[str, float] = {}
+    """p50/p99 of TTFT and E2E (from the scheduled arrival) and TPOT (ms)."""
+    lateness_p99_ms: float | None = None
+    """The client's p99 lateness against the schedule (ms)."""
+    bench_s: float = 0.0
+    """Wall seconds."""
+    run_dir: str | None = None
+    """Its step directory (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`)."""
+
+    @classmethod
+    def of(cls, rate: float, seconds: float, out: StepOutcome, bench_s: float) -> SoakResult:
+        """The result of a soak step's outcome."""
+        v, m = out.verdict, out.metrics
+        state = v.state if v.state != "open" else "undecided"
+        return cls(
+            rate=rate, seconds=seconds, state=state, met=state == "met", why=v.why, at_s=v.at_s, sent=v.sent,
+            completed=m.completed if m else 0, verdict=v.model_dump(mode="json"), latency_ms=_latency(m),
+            lateness_p99_ms=m.lateness_p99_ms if m else None, bench_s=bench_s,
+            run_dir=out.run_dir,
+        )  # fmt: skip
 
 
 class Capacity(BaseModel):
@@ -91,69 +206,136 @@ class Capacity(BaseModel):
     slos: list[str]
     """The SLOs searched against."""
     request_rate: float | None
-    """The highest rate that met every SLO (req/s); None when even the lowest rate tried missed."""
+    """The capacity: the highest rate met in two runs below the lowest rate missed twice (req/s);
+    None when no rate was met."""
+    certified: bool = False
+    """The capacity was met in two runs and the rate above it missed in two (or it is `max_rate`)."""
     goodput: float | None
-    """Goodput at that rate (req/s)."""
+    """Goodput at that rate (req/s), from its last met run."""
     verdicts: list[dict[str, Any]]
-    """The SLO verdicts at that rate."""
+    """The SLO checks of that run (`SloCheck`)."""
     lowest_missed: float | None
-    """The lowest rate that missed (the bracket's upper end); None when none missed."""
+    """The lowest rate not met (the bracket's upper end); None when none was."""
     resolution: float
-    """Relative bracket width the search stopped at."""
+    """Relative bracket width the search stops at."""
+    confidence: float = 0.95
+    """Confidence of every step's SLO decisions."""
+    monotone: bool = True
+    """False when a rate was met (in two runs) above one missed in two."""
     cannot_meet: bool = False
-    """Even `min_rate` missed an SLO: the config cannot meet it at any rate tried."""
+    """Even `min_rate` was not met."""
     below_floor: bool = False
-    """Stopped because a rate at or below `floor` missed (cannot beat the incumbent)."""
+    """Stopped because the first step, at `floor`, was not met (cannot beat the incumbent)."""
     steps: list[CapacityStep]
     """Every step, in order."""
     bench_s: float
     """Wall seconds of all steps."""
+    seed: int = 0
+    """The search's sequence seed (`step_seed`)."""
     note: str = ""
-    """What the result means when it is not a plain bracket."""
+    """What the result means when it is not a plain certified bracket."""
+    soak: SoakResult | None = None
+    """A soak at the capacity after the search (`bench --capacity --soak-seconds`), else None."""
+
+    @property
+    def bracket(self) -> tuple[float | None, float | None]:
+        """(capacity, lowest missed)."""
+        return self.request_rate, self.lowest_missed
 
 
-def step_requests(rate: float, step_s: float, min_requests: int) -> int:
-    """Requests in a step at `rate`: enough for `step_s` seconds of arrivals, at least `min_requests`."""
-    return max(min_requests, math.ceil(rate * step_s))
-
-
-def _latency(m: Metrics) -> dict[str, float]:
+def _latency(m: Metrics | None) -> dict[str, float]:
+    if m is None or m.slo is None:
+        return {}
     return {
-        "p50_ttft_ms": m.median_ttft_ms,
-        "p99_ttft_ms": m.p99_ttft_ms,
         "p50_tpot_ms": m.median_tpot_ms,
         "p99_tpot_ms": m.p99_tpot_ms,
-        "p50_e2e_ms": m.median_e2e_latency_ms,
+        "p50_ttft_ms": m.median_ttft_ms,
+        "p99_ttft_ms": m.p99_ttft_ms,
         "p99_e2e_ms": m.p99_e2e_latency_ms,
     }
 
 
-def _judge(rate: float, m: Metrics, keep_up: float, max_failed: float) -> tuple[bool, str, float]:
-    """(met, why not, achieved rate) of one step's metrics."""
-    ratio = m.served_ratio if m.served_ratio is not None else 1.0
-    achieved = ratio * rate
-    why = []
-    if m.slo is None:
-        raise SpecError("a capacity step was measured without SLOs", help="pass at least one --slo")
-    why += [f"{v.slo} ({v.value_ms:.0f} ms)" for v in m.slo.verdicts if not v.met]
-    if m.stopped_early:
-        why.append("certain to miss")
-    if ratio < keep_up:
-        why.append(f"kept up with {ratio:.0%} of the arrivals")
-    if m.failed > max_failed * max(m.requests, 1):
-        why.append(f"{m.failed} requests failed")
-    if m.offered_ratio is not None and m.offered_ratio < OFFERED_MIN:
-        why.append(f"the client sent only {m.offered_ratio:.0%} of the rate (it cannot generate this load)")
-    return not why, "; ".join(why), achieved
+class _Search:
+    """The runs of one search, by rate, and the bracket they make."""
 
+    def __init__(self, run_step: RunStep, slos: Sequence[LatencySlo], rules: StepRules, *, step_s: float,
+                 seed: int, max_steps: int, on_step: Callable[[CapacityStep], None] | None) -> None:  # fmt: skip
+        self.run_step, self.slos, self.rules = run_step, tuple(slos), rules
+        self.step_s, self.seed, self.max_steps, self.on_step = step_s, seed, max_steps, on_step
+        self.steps: list[CapacityStep] = []
+        self.runs: dict[float, list[bool]] = {}
+        self.cannot_judge = ""
 
-def _near(m: Metrics, rate: float, achieved: float, keep_up: float, margin: float) -> bool:
-    """Whether the step's deciding figures are within `margin` of their bounds (a verdict noise can flip)."""
-    if m.slo is None or m.stopped_early:
-        return False
-    if any(abs(v.headroom) < margin for v in m.slo.verdicts):
-        return True
-    return abs(achieved / rate - keep_up) < KEEP_UP_NOISE
+    @property
+    def left(self) -> int:
+        return self.max_steps - len(self.steps)
+
+    def measure(self, rate: float) -> bool:
+        """Run one step at `rate`; whether it was met."""
+        index = len(self.steps) + 1
+        repeat = len(self.runs.get(rate, []))
+        judge = StepJudge(self.slos, self.rules, rate=rate, max_s=step_length(self.step_s, rate, self.slos, self.rules))
+        seed = step_seed(self.seed, index)
+        short = judge.shortfall()
+        t = time.monotonic()
+        if short:
+            self.cannot_judge = short
+            step = CapacityStep(index=index, rate=rate, repeat=repeat, seed=seed, state="invalid", met=False,
+                                why=f"not run: {short}")  # fmt: skip
+        else:
+            out = self.run_step(
+                StepPlan(index=index, rate=rate, repeat=repeat, seed=seed, max_s=judge.max_s, judge=judge)
+            )
+            step = self._step(index, rate, repeat, seed, out, time.monotonic() - t)
+        self.steps.append(step)
+        self.runs.setdefault(rate, []).append(step.met)
+        if self.on_step is not None:
+            self.on_step(step)
+        return step.met
+
+    def _step(self, index: int, rate: float, repeat: int, seed: int, out: StepOutcome, bench_s: float) -> CapacityStep:
+        v, m = out.verdict, out.metrics
+        state = v.state if v.state != "open" else "undecided"
+        report = m.slo if m is not None else None
+        return CapacityStep(
+            index=index, rate=rate, repeat=repeat, seed=seed, state=state, met=state == "met", why=v.why,
+            at_s=v.at_s, sent=v.sent, judged=v.judged, completed=m.completed if m else 0, failed=v.failed,
+            goodput=report.goodput if report else 0.0, attainment=report.attainment if report else 0.0,
+            verdict=v.model_dump(mode="json"), latency_ms=_latency(m),
+            lateness_p99_ms=m.lateness_p99_ms if m else None, bench_s=bench_s, run_dir=out.run_dir,
+        )  # fmt: skip
+
+    def majority(self, rate: float) -> bool | None:
+        """True when most runs at `rate` met, False when most did not, None for a tie or no run."""
+        runs = self.runs.get(rate, [])
+        met = sum(runs)
+        if not runs or 2 * met == len(runs):
+            return None
+        return 2 * met > len(runs)
+
+    def again(self, rate: float) -> None:
+        """Run `rate` again; a run that disagrees with the first gets a third."""
+        first = self.runs[rate][0]
+        if self.measure(rate) != first and self.left > 0:
+            self.measure(rate)
+
+    def bracket(self) -> tuple[float | None, float | None]:
+        """(highest majority-met rate below `hi`, lowest majority-missed rate `hi`)."""
+        missed = [r for r in self.runs if self.majority(r) is False]
+        hi = min(missed) if missed else None
+        met = [r for r in self.runs if self.majority(r) and (hi is None or r < hi)]
+        return (max(met) if met else None), hi
+
+    def non_monotone(self) -> str:
+        """A run met at a rate above one where a run was not met (a rate's own runs disagreeing is
+        noise at one rate, not this), or ""."""
+        met = [r for r, runs in self.runs.items() if any(runs)]
+        missed = [r for r, runs in self.runs.items() if not all(runs)]
+        pairs = [(hi, lo) for hi in met for lo in missed if lo < hi]
+        if not pairs:
+            return ""
+        hi, lo = max(pairs, key=lambda p: (p[0] / p[1], p[0]))
+        return f"met at {hi:.4g} req/s in a run, above {lo:.4g}, which was not met in one"
 
 
 def find_capacity(
@@ -161,32 +343,29 @@ def find_capacity(
     slos: Sequence[LatencySlo],
     *,
     start_rate: float,
-    resolution: float = 0.1,
+    rules: StepRules | None = None,
+    resolution: float = 0.05,
+    step_s: float = 120.0,
     min_rate: float = 0.05,
     max_rate: float = 10_000.0,
-    step_s: float = 20.0,
-    min_requests: int = 64,
-    keep_up: float = 0.9,
-    max_failed: float = 0.01,
-    noise_margin: float = 0.1,
     max_steps: int = 24,
     floor: float | None = None,
+    seed: int = 0,
     on_step: Callable[[CapacityStep], None] | None = None,
 ) -> Capacity:
-    """Bracket, then bisect, the highest Poisson rate whose steps meet every SLO (module docstring).
+    """Bracket, bisect and certify the highest Poisson rate whose steps meet every SLO (module docstring).
 
     Args:
-        run_step: Runs one step on the launched server (`rate`, `requests`, `should_stop`).
+        run_step: Runs one step on the launched server (`StepPlan` → `StepOutcome`).
         slos: The latency SLOs (at least one).
         start_rate: The first rate tried (req/s); with `floor`, the floor is used instead.
-        resolution: Stop when lowest missed / highest met - 1 is at most this.
+        rules: How each step is judged (confidence, warm-up span, backlog horizon).
+        resolution: Stop bisecting when lowest missed / highest met - 1 is at most this.
+        step_s: A step's longest run (s).
         min_rate, max_rate: The search never goes below / above these.
-        step_s, min_requests: Step length (`step_requests`).
-        keep_up: Least share of the offered rate the server must complete while it is offered.
-        max_failed: Largest share of failed requests in a met step.
-        noise_margin: A step within this relative distance of a bound is run again.
-        max_steps: Steps at most (re-runs included).
-        floor: Give up after a missed step at or below this rate (the incumbent's capacity).
+        max_steps: Steps at most (runs again included).
+        floor: Give up after a first step at this rate that is not met (the incumbent's capacity).
+        seed: The search's sequence seed: the same for every config compared (`step_seed`).
         on_step: Called after each step.
 
     Raises:
@@ -200,101 +379,75 @@ def find_capacity(
         )
     if resolution <= 0:
         raise SpecError(f"the capacity resolution must be positive, but got {resolution:g}")
+    rules = rules or StepRules(min_overload=resolution / 2)
     t0 = time.monotonic()
-    steps: list[CapacityStep] = []
-    best: tuple[float, CapacityStep] | None = None
-    lo: float | None = None
-    hi: float | None = None
-
-    def measure(rate: float) -> bool:
-        requests = step_requests(rate, step_s, min_requests)
-        runs = []
-        for repeat in (0, 1):
-            if len(steps) >= max_steps:
+    search = _Search(run_step, slos, rules, step_s=step_s, seed=seed, max_steps=max_steps, on_step=on_step)
+    extra: dict[str, Any] = {}
+    first = min(max(floor if floor is not None else start_rate, min_rate), max_rate)
+    note = ""
+    if not search.measure(first) and floor is not None and first <= floor:
+        extra["below_floor"] = True
+        note = f"not met at {first:.4g} req/s, the incumbent's capacity"
+    while not note and search.left > 0:
+        lo, hi = search.bracket()
+        if search.cannot_judge:
+            note = f"cannot judge: {search.cannot_judge}; raise --step-seconds or lower --confidence"
+            break
+        if lo is None:
+            low = min(search.runs)
+            if low / 2.0 < min_rate:
+                extra["cannot_meet"] = True
+                note = f"not met even at {low:.4g} req/s, the lowest rate tried"
                 break
-
-            def certain(done: int, partial: Metrics) -> bool:
-                report = partial.slo
-                if report is None:
-                    return False
-                return any(s.certainly_missed(v.over, requests) for s, v in zip(slos, report.verdicts))
-
-            t = time.monotonic()
-            m = run_step(rate, requests, certain)
-            met, why, achieved = _judge(rate, m, keep_up, max_failed)
-            report = m.slo
-            step = CapacityStep(
-                rate=rate,
-                requests=requests,
-                met=met,
-                why=why,
-                achieved_rate=achieved,
-                goodput=report.goodput if report else 0.0,
-                attainment=report.attainment if report else 0.0,
-                verdicts=[v.model_dump(mode="json") for v in report.verdicts] if report else [],
-                completed=m.completed,
-                failed=m.failed,
-                stopped_early=m.stopped_early,
-                repeat=repeat,
-                bench_s=time.monotonic() - t,
-                latency_ms=_latency(m),
-            )
-            steps.append(step)
-            runs.append(step)
-            if on_step is not None:
-                on_step(step)
-            if not met or not _near(m, rate, achieved, keep_up, noise_margin):
-                break
-        ok = bool(runs) and all(r.met for r in runs)
-        nonlocal best
-        if ok and (best is None or rate > best[0]):
-            best = (rate, runs[-1])
-        return ok
-
-    def result(**extra: Any) -> Capacity:
-        chosen = best[1] if best is not None else None
-        return Capacity(
-            slos=[str(s) for s in slos],
-            request_rate=best[0] if best is not None else None,
-            goodput=chosen.goodput if chosen else None,
-            verdicts=chosen.verdicts if chosen else [],
-            lowest_missed=hi,
-            resolution=resolution,
-            steps=steps,
-            bench_s=time.monotonic() - t0,
-            **extra,
-        )
-
-    rate = min(max(floor if floor is not None else start_rate, min_rate), max_rate)
-    # bracket: double while met, halve while missed
-    if measure(rate):
-        lo = rate
-        while hi is None and len(steps) < max_steps:
-            nxt = min(lo * 2.0, max_rate)
-            if nxt <= lo:
-                return result(note=f"met every SLO at the highest rate allowed ({max_rate:g} req/s)")
-            if measure(nxt):
-                lo = nxt
-            else:
-                hi = nxt
-    else:
-        hi = rate
-        if floor is not None and rate <= floor:
-            return result(below_floor=True, note=f"missed at {rate:g} req/s, the incumbent's capacity")
-        while lo is None and len(steps) < max_steps:
-            nxt = hi / 2.0
-            if nxt < min_rate:
-                return result(cannot_meet=True, note=f"missed even at {hi:g} req/s, the lowest rate tried")
-            if measure(nxt):
-                lo = nxt
-            else:
-                hi = nxt
-    # bisect (geometric: capacity ratios matter, not differences)
-    while lo is not None and hi is not None and hi / lo - 1.0 > resolution and len(steps) < max_steps:
-        mid = math.sqrt(lo * hi)
-        if measure(mid):
-            lo = mid
+            search.measure(low / 2.0)
+        elif hi is None and lo >= max_rate:
+            if len(search.runs[lo]) < 2:
+                search.again(lo)
+                continue
+            note = f"met every SLO at the highest rate allowed ({max_rate:g} req/s)"
+            break
+        elif hi is None:
+            search.measure(min(lo * 2.0, max_rate))
+        elif hi / lo - 1.0 > resolution:
+            u = 0.5 + JITTER * (2.0 * random.Random(step_seed(seed, len(search.steps) + 1)).random() - 1.0)
+            search.measure(lo * (hi / lo) ** u)
+        elif len(search.runs[lo]) < 2:
+            search.again(lo)
+        elif len(search.runs[hi]) < 2:
+            search.again(hi)
         else:
-            hi = mid
-    note = "" if lo is None or hi is None or hi / lo - 1.0 <= resolution else f"stopped after {max_steps} steps"
-    return result(note=note)
+            break
+    lo, hi = search.bracket()
+    certified = (
+        lo is not None
+        and len(search.runs[lo]) >= 2
+        and (
+            hi is None
+            and lo >= max_rate
+            or hi is not None
+            and len(search.runs[hi]) >= 2
+            and hi / lo - 1.0 <= resolution
+        )
+    )
+    if not note and not certified and lo is not None:
+        note = f"stopped after {max_steps} steps before the bracket was certified"
+    skew = search.non_monotone()
+    if skew:
+        note = (note + "; " if note else "") + f"non-monotone: {skew}"
+    at = next((s for s in reversed(search.steps) if s.rate == lo and s.met), None) if lo is not None else None
+    return Capacity(
+        slos=[str(s) for s in slos],
+        request_rate=lo,
+        certified=certified,
+        goodput=at.goodput if at else None,
+        verdicts=(at.verdict.get("slos") or []) if at else [],
+        lowest_missed=hi,
+        resolution=resolution,
+        confidence=rules.confidence,
+        monotone=not skew,
+        steps=search.steps,
+        bench_s=time.monotonic() - t0,
+        seed=seed,
+        note=note,
+        **extra,
+    )

@@ -156,6 +156,9 @@ class Metrics(BaseModel):
     """Mean requests in flight: sum of E2E latencies over the duration."""
     steady: SteadyWindow | None = None
     """Steady-state window figures (builtin client; None when too few completions)."""
+    started_at: float | None = None
+    """Builtin client: the wall-clock time (Unix seconds) of the run's clock zero, its first measured
+    send; the times of `requests.jsonl` and a server log's lines line up through it."""
     warmup_s: float | None = None
     """Wall time of the warm-up requests sent before the measured ones (builtin client)."""
     client_prep_s: float | None = None
@@ -172,10 +175,13 @@ class Metrics(BaseModel):
     offered_ratio: float | None = None
     """Poisson runs: the scheduled over the actual sending time of the arrivals (1.0: the client sent at the
     rate asked; below, it could not generate the load, and the run measured a lower rate than it names)."""
-    served_ratio: float | None = None
-    """Open-loop runs (`request_rate`): completions over arrivals while requests arrive, shifted by
-    the median latency (`served_ratio`). About 1 while the server keeps up; below 1 when it queues
-    the load it cannot serve. None for closed-loop runs, partial ones and runs too short to tell."""
+    lateness_p50_ms: float | None = None
+    """Poisson runs: the median of how late the client sent each arrival after its schedule (ms).
+    SLO verdicts time TTFT and E2E from the schedule, so lateness counts against the server."""
+    lateness_p99_ms: float | None = None
+    """Poisson runs: the 99th percentile of the client's lateness (ms)."""
+    lateness_max_ms: float | None = None
+    """Poisson runs: the largest lateness of one arrival (ms)."""
     slo: SloReport | None = None
     """The run against the `--slo` bounds: verdicts, goodput (req/s that met every bound) and attainment."""
 
@@ -196,17 +202,34 @@ class RequestRecord:
     start: float = 0.0
     """Send time, seconds after the first measured request was sent."""
     ttft: float = 0.0
+    """From the send to the first generated text (s); set as soon as it arrives, 0.0 before."""
     latency: float = 0.0
+    """From the send to the last chunk (s); set when the request finishes."""
     itl: list[float] = field(default_factory=list)
     output_len: int = 0
+    """Generated tokens (the requested count until the server's usage says otherwise)."""
     prompt_len: int = 0
     prompt_len_from_server: bool = False
     images: int = 0
     error: str = ""
+    scheduled: float | None = None
+    """When a Poisson arrival was due, on the same clock as `start` (None: no schedule)."""
+    finished: bool = False
+    """The request ended (completed or failed); False while in flight, or when it was cancelled."""
 
     @property
     def end(self) -> float:
         return self.start + self.latency
+
+    @property
+    def arrival(self) -> float:
+        """When the request arrived: its scheduled time, else its send."""
+        return self.start if self.scheduled is None else self.scheduled
+
+    @property
+    def lag(self) -> float:
+        """How late the client sent it (s): send minus schedule, 0 without a schedule."""
+        return 0.0 if self.scheduled is None else max(0.0, self.start - self.scheduled)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -328,23 +351,16 @@ def steady_window(
     )
 
 
-def served_ratio(records: Sequence[RequestRecord]) -> float | None:
-    """Completions over arrivals while requests arrive (`Metrics.served_ratio`): completions in
-    [a + L, b] over arrivals in [a, b - L], with [a, b] the sending time less its first tenth and
-    L the median latency, so a server that keeps up completes what arrived one latency earlier
-    and reads about 1. None when the window is shorter than a latency or holds no arrival."""
-    done = [r for r in records if r.success]
-    if not records or not done:
-        return None
-    first = min(r.start for r in records)
-    last = max(r.start for r in records)
-    a = first + 0.1 * (last - first)
-    lag = percentile(sorted(r.latency for r in done), 50)
-    if last - lag <= a:
-        return None
-    arrived = sum(1 for r in records if a <= r.start <= last - lag)
-    served = sum(1 for r in done if a + lag <= r.end <= last)
-    return served / arrived if arrived else None
+def _lateness(records: Sequence[RequestRecord]) -> dict[str, float]:
+    """`lateness_*_ms` of the records that had a schedule (none without one)."""
+    lags = sorted(r.lag * 1000.0 for r in records if r.scheduled is not None)
+    if not lags:
+        return {}
+    return {
+        "lateness_p50_ms": percentile(lags, 50),
+        "lateness_p99_ms": percentile(lags, 99),
+        "lateness_max_ms": lags[-1],
+    }
 
 
 def compute_metrics(
@@ -400,8 +416,8 @@ def compute_metrics(
         steady=steady_window(records, trim, info.get("max_concurrency"), sending=sending),
         images_sent=sum(r.images for r in ok),
         errors=errors,
-        slo=judge(slos, stats, records, duration) if slos else None,
-        served_ratio=None if sending or not info.get("request_rate") else served_ratio(records),
+        slo=judge(slos, records, duration) if slos else None,
+        **_lateness(records),
         **stats,
         **info,
     )

@@ -27,7 +27,18 @@ from servetune.errors import SpecError, did_you_mean
 if TYPE_CHECKING:
     from servetune.bench.metrics import RequestRecord
 
-__all__ = ["LatencySlo", "SloReport", "SloVerdict", "judge", "parse_slos", "request_meets"]
+__all__ = [
+    "LatencySlo",
+    "SloReport",
+    "SloVerdict",
+    "judge",
+    "over_count",
+    "parse_slos",
+    "request_latency_ms",
+    "request_meets",
+    "samples_ms",
+    "statistic",
+]
 
 STATS = ("p50", "p90", "p95", "p99", "mean", "median")
 METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -53,13 +64,6 @@ class LatencySlo:
         if self.stat == "mean":
             return None
         return 0.5 if self.stat in ("p50", "median") else int(self.stat[1:]) / 100.0
-
-    def certainly_missed(self, over: int, planned: int) -> bool:
-        """Whether a run of `planned` requests must miss this SLO once `over` of them are over the
-        bound: the order statistic the percentile starts from (index floor((n-1)q), as `percentile`
-        interpolates) is then over it, whatever the rest measure."""
-        q = self.quantile
-        return q is not None and planned > 0 and over >= planned - math.floor((planned - 1) * q)
 
     @property
     def key(self) -> str:
@@ -126,16 +130,41 @@ def parse_slos(texts: Iterable[str]) -> tuple[LatencySlo, ...]:
     return slos
 
 
-def _request_latency_ms(record: RequestRecord, metric: str) -> float | None:
+def request_latency_ms(record: RequestRecord, metric: str) -> float | None:
+    """One request's latency for `metric` (ms), as SLOs judge it: TTFT and E2E from its scheduled
+    arrival (the client's lateness counts against the server, so a client that falls behind cannot
+    hide a queue), TPOT over its tokens after the first, ITL its mean gap; None where it has none."""
     if metric == "ttft":
-        return record.ttft * 1000.0
+        return (record.ttft + record.lag) * 1000.0
     if metric == "e2e":
-        return record.latency * 1000.0
+        return (record.latency + record.lag) * 1000.0
     if metric == "tpot":
         return (record.latency - record.ttft) / (record.output_len - 1) * 1000.0 if record.output_len > 1 else None
     if record.itl:
         return math.fsum(record.itl) / len(record.itl) * 1000.0
     return None
+
+
+def samples_ms(records: Iterable[RequestRecord], metric: str) -> list[float]:
+    """The values a statistic of `metric` is taken over (ms), from the completed requests: one per
+    request (`request_latency_ms`), except ITL, whose samples are every gap, pooled."""
+    done = [r for r in records if r.success]
+    if metric == "itl":
+        return [gap * 1000.0 for r in done for gap in r.itl]
+    values = (request_latency_ms(r, metric) for r in done)
+    return [v for v in values if v is not None]
+
+
+def statistic(values: Sequence[float], stat: str) -> float:
+    """`stat` (p50, p90, p95, p99, mean, median) of `values` (0.0 when empty, as SGLang reports)."""
+    from servetune.bench.metrics import percentile
+
+    if not values:
+        return 0.0
+    if stat == "mean":
+        return math.fsum(values) / len(values)
+    q = 50 if stat in ("p50", "median") else int(stat[1:])
+    return percentile(sorted(values), q)
 
 
 def request_meets(record: RequestRecord, slos: Sequence[LatencySlo]) -> bool:
@@ -144,10 +173,17 @@ def request_meets(record: RequestRecord, slos: Sequence[LatencySlo]) -> bool:
     if not record.success:
         return False
     for slo in slos:
-        value = _request_latency_ms(record, slo.metric)
+        value = request_latency_ms(record, slo.metric)
         if value is not None and not slo.holds(value):
             return False
     return True
+
+
+def over_count(records: Iterable[RequestRecord], slo: LatencySlo) -> tuple[int, int]:
+    """(samples, samples over the bound) of `slo` among the completed requests: requests, or for
+    ITL gaps (the samples its statistic pools)."""
+    values = samples_ms(records, slo.metric)
+    return len(values), sum(1 for v in values if not slo.holds(v))
 
 
 class SloVerdict(BaseModel):
@@ -158,13 +194,18 @@ class SloVerdict(BaseModel):
     slo: str
     """The SLO as written, e.g. `p99_ttft_ms<=800`."""
     value_ms: float
-    """The run's statistic (ms)."""
+    """The run's statistic (ms): TTFT and E2E from each request's scheduled arrival."""
     bound_ms: float
     """The bound (ms)."""
     met: bool
     """Whether the statistic is within the bound."""
     over: int = 0
-    """Completed requests over this bound."""
+    """Samples over this bound (requests; for ITL, gaps)."""
+    samples: int = 0
+    """Samples judged (requests; for ITL, gaps)."""
+    confident: Literal["met", "missed", "undecided"] | None = None
+    """A percentile SLO's verdict at the run's confidence (`servetune.bench.stats.SequentialBinomial`
+    on `samples` and `over`): `undecided` when the run is too short to tell; None for a mean."""
 
     @property
     def headroom(self) -> float:
@@ -188,20 +229,27 @@ class SloReport(BaseModel):
 
 
 def judge(
-    slos: Sequence[LatencySlo], stats_ms: dict[str, float], records: Sequence[RequestRecord], duration_s: float
+    slos: Sequence[LatencySlo], records: Sequence[RequestRecord], duration_s: float, confidence: float = 0.95
 ) -> SloReport:
-    """Verdicts from the run's statistics (`stats_ms`: Metrics field → value), and goodput from
-    its per-request records over `duration_s`."""
-    verdicts = [
-        SloVerdict(
-            slo=str(s),
-            value_ms=stats_ms[s.key],
-            bound_ms=s.bound_ms,
-            met=s.holds(stats_ms[s.key]),
-            over=sum(1 for r in records if r.success and not request_meets(r, (s,))),
-        )
-        for s in slos
-    ]
+    """Verdicts and goodput of a run from its per-request records over `duration_s`; each SLO's
+    statistic is taken over `samples_ms`, its confident verdict from the count over its bound."""
+    from servetune.bench.stats import SequentialBinomial
+
+    verdicts = []
+    for s in slos:
+        values = samples_ms(records, s.metric)
+        over = sum(1 for v in values if not s.holds(v))
+        value = statistic(values, s.stat)
+        confident = None
+        if s.quantile is not None and values:
+            decided = SequentialBinomial(1.0 - s.quantile, confidence).decide(len(values), over)
+            confident = decided or "undecided"
+        verdicts.append(
+            SloVerdict(
+                slo=str(s), value_ms=value, bound_ms=s.bound_ms, met=s.holds(value), over=over,
+                samples=len(values), confident=confident,
+            )
+        )  # fmt: skip
     good = sum(1 for r in records if request_meets(r, slos))
     return SloReport(
         verdicts=verdicts,

@@ -269,7 +269,8 @@ ResolutionOpt = Annotated[
         "--resolution",
         min=0.01,
         max=1.0,
-        help="Stop a capacity search when the highest met and lowest missed rates are this close (relative).",
+        help="Stop bisecting when the highest met and lowest missed rates are this close (relative); "
+        "the backlog test flags growth of half this share of the rate.",
         rich_help_panel=CAPACITY,
     ),
 ]
@@ -277,13 +278,62 @@ StepSecondsOpt = Annotated[
     float,
     typer.Option(
         "--step-seconds",
-        min=0.1,
-        help="Seconds of Poisson arrivals per capacity step (requests = rate x this, at least --step-requests).",
+        min=1.0,
+        help="Longest run of one capacity step (s): a step stops at its verdict, and at this length an open "
+        "one is undecided (not met). Lengthened at low rates to reach the requests a verdict needs.",
         rich_help_panel=CAPACITY,
     ),
 ]
-StepRequestsOpt = Annotated[
-    int, typer.Option("--step-requests", min=1, help="Requests per capacity step at least.", rich_help_panel=CAPACITY)
+ConfidenceOpt = Annotated[
+    float,
+    typer.Option(
+        "--confidence",
+        min=0.5,
+        max=0.999,
+        help="Confidence of each step's SLO verdicts (a sequential binomial test). A p99 SLO is met at 95% "
+        "after 433 judged requests with none over (685 with one, 882 with two), at 99% after 622; p90 at 95% "
+        "after 41.",
+        rich_help_panel=CAPACITY,
+    ),
+]
+StepWarmupOpt = Annotated[
+    float,
+    typer.Option(
+        "--step-warmup-seconds",
+        min=0.0,
+        help="Seconds of arrivals at each step's start that no verdict judges (the server fills its batch).",
+        rich_help_panel=CAPACITY,
+    ),
+]
+HorizonOpt = Annotated[
+    float,
+    typer.Option(
+        "--soak-horizon",
+        min=1.0,
+        help="The backlog test extrapolates requests in flight and queueing delay to this many seconds after "
+        "a step's start: a step whose queue would break the TTFT bound by then is missed.",
+        rich_help_panel=CAPACITY,
+    ),
+]
+BacklogOpt = Annotated[
+    float,
+    typer.Option(
+        "--backlog-seconds",
+        min=1.0,
+        help="Seconds of judged arrivals before the backlog test first decides (a shorter window reads an "
+        "arrival burst as a backlog); a step is met no sooner.",
+        rich_help_panel=CAPACITY,
+    ),
+]
+WaveOpt = Annotated[
+    int,
+    typer.Option(
+        "--warmup-wave",
+        min=0,
+        help="Requests sent all at once after each launch, before the first step, and judged by nothing "
+        "(kernels compile and caches fill on first use); 0: none.",
+        rich_help_panel=CAPACITY,
+    ),
 ]
 SglangCmdOpt = Annotated[
     Optional[str],
@@ -303,11 +353,15 @@ class CapacityOpts:
     """The capacity search options, gathered."""
 
     start_rate: float | None = None
-    resolution: float = 0.1
-    step_seconds: float = 20.0
-    step_requests: int = 64
+    resolution: float = 0.05
+    step_seconds: float = 120.0
+    confidence: float = 0.95
+    step_warmup_seconds: float = 5.0
+    soak_horizon: float = 300.0
+    backlog_seconds: float = 30.0
+    warmup_wave: int = 64
 
-    def search(self, workload: Any):
+    def search(self, workload: Any, **more: Any):
         """The `CapacitySearch` they describe (start: the option, the workload's rate, else 4 req/s)."""
         from servetune.runner import CapacitySearch
 
@@ -316,19 +370,30 @@ class CapacityOpts:
             start_rate=self.start_rate,
             resolution=self.resolution,
             step_s=self.step_seconds,
-            min_requests=self.step_requests,
+            confidence=self.confidence,
+            warmup_s=self.step_warmup_seconds,
+            horizon_s=self.soak_horizon,
+            backlog_s=self.backlog_seconds,
+            wave=self.warmup_wave,
+            **more,
         )
 
 
 _CAPACITY_PARAMS: dict[str, tuple[Any, Any]] = {
     "start_rate": (StartRateOpt, None),
-    "resolution": (ResolutionOpt, 0.1),
-    "step_seconds": (StepSecondsOpt, 20.0),
-    "step_requests": (StepRequestsOpt, 64),
+    "resolution": (ResolutionOpt, CapacityOpts.resolution),
+    "step_seconds": (StepSecondsOpt, CapacityOpts.step_seconds),
+    "confidence": (ConfidenceOpt, CapacityOpts.confidence),
+    "step_warmup_seconds": (StepWarmupOpt, CapacityOpts.step_warmup_seconds),
+    "soak_horizon": (HorizonOpt, CapacityOpts.soak_horizon),
+    "backlog_seconds": (BacklogOpt, CapacityOpts.backlog_seconds),
+    "warmup_wave": (WaveOpt, CapacityOpts.warmup_wave),
 }
 
 
 def capacity_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command the capacity search options (`--start-rate`, `--resolution`, `--step-seconds`,
-    `--step-requests`), declared once here: the command takes `cap: CapacityOpts`."""
+    `--confidence`, `--step-warmup-seconds`, `--soak-horizon`, `--backlog-seconds`, `--warmup-wave`), declared
+    once here:
+    the command takes `cap: CapacityOpts`."""
     return _option_group("cap", _CAPACITY_PARAMS, lambda values: CapacityOpts(**values), ())

@@ -109,11 +109,31 @@ def bench_command(
         bool,
         typer.Option(
             "--capacity",
-            help="Find the highest Poisson rate at which every --slo holds, on one server (no relaunch): "
-            "bracket, then bisect to --resolution.",
+            help="Find the highest Poisson rate at which every --slo holds, sustained, on one server (no "
+            "relaunch): bracket, bisect to --resolution, and run both ends again (met in two runs).",
             rich_help_panel=_SLO,
         ),
     ] = False,
+    soak_seconds: Annotated[
+        Optional[float],
+        typer.Option(
+            "--soak-seconds",
+            min=1.0,
+            help="One long step at --request-rate (or, with --capacity, at the capacity found) for this many "
+            "seconds, judged as a capacity step but met only at its end; plots latency and requests in flight "
+            "over time (soak.png).",
+            rich_help_panel=_SLO,
+        ),
+    ] = None,
+    server_log: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--server-log",
+            help="With --url and --capacity or --soak-seconds: the server's log file, if this machine can read "
+            "it; SGLang's scheduler lines during each step become its telemetry.jsonl and the timeline plot.",
+            rich_help_panel=_SERVER,
+        ),
+    ] = None,
     reference_rate: Annotated[
         Optional[float],
         typer.Option(
@@ -137,7 +157,8 @@ def bench_command(
     ] = False,
 ) -> None:
     """Benchmark a workload: throughput (req/s, tok/s), TTFT/TPOT/ITL/E2E percentiles; with --slo, the
-    verdicts and goodput; with --capacity, the highest rate at which every SLO holds."""
+    verdicts and goodput; with --capacity, the highest rate at which every SLO holds, certified; with
+    --soak-seconds, whether one rate holds for that long."""
     from servetune.bench.slo import parse_slos
     from servetune.bench.workloads import load_workload
     from servetune.cli._output import check_output_dir
@@ -154,17 +175,26 @@ def bench_command(
             "`servetune bench` needs --url (a running server) or --model (to launch one)",
             help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`",
         )
-    if capacity and not slos:
-        raise SpecError("--capacity needs at least one --slo", help="e.g. --capacity --slo p99_ttft_ms<=1000")
+    if (capacity or soak_seconds) and not slos:
+        what = "--capacity" if capacity else "--soak-seconds"
+        raise SpecError(f"{what} needs at least one --slo", help=f"e.g. {what} --slo p99_ttft_ms<=1000")
     if capacity and (cross_check or request_rate is not None):
         raise SpecError("--capacity chooses its own rates: drop --request-rate and --cross-check")
+    if soak_seconds and not capacity and request_rate is None:
+        raise SpecError(
+            "--soak-seconds needs a rate", help="add --request-rate R, or --capacity to soak at the capacity"
+        )
+    if server_log is not None and (url is None or not (capacity or soak_seconds)):
+        raise SpecError("--server-log is for --url with --capacity or --soak-seconds (a managed run reads its own log)")
+    if soak_seconds and requests is not None:
+        raise SpecError("--soak-seconds sets the length: drop --requests")
     if request_rate is not None:
         spec = spec.model_copy(update={"request_rate": request_rate, "max_concurrency": None})
     opts.model = model
     run = _Run(spec, requests, client, sglang_cmd, run_dir, as_json, slos)
-    if capacity:
-        search = cap.search(spec)
-        _capacity(run, opts, url, model, search)
+    if capacity or soak_seconds:
+        search = cap.search(spec, soak_s=soak_seconds or 0.0)
+        _capacity(run, opts, url, model, search, rate=None if capacity else request_rate, server_log=server_log)
         return
     if cross_check:
         if url is not None:
@@ -228,45 +258,76 @@ def _raise_failure(failure, run_dir) -> None:
     )
 
 
-def _capacity(run: _Run, opts: ResolveOpts, url: str | None, model: str | None, search) -> None:
-    from servetune.cli._bench_view import capacity_json, plot_capacity, print_capacity, print_step
+def _capacity(
+    run: _Run, opts: ResolveOpts, url: str | None, model: str | None, search, *, rate: float | None, server_log
+) -> None:
+    """A capacity search (`rate` None; a soak at the capacity after it when `search.soak_s`) or a soak
+    at `rate`, on the server at `url` or one launched for it: one implementation either way
+    (`servetune.runner.search_server` / `soak_server`)."""
+    from servetune.cli._capacity_view import (
+        NO_PLOT,
+        capacity_json,
+        capacity_plots,
+        print_capacity,
+        print_step,
+        soak_line,
+        soak_plot,
+    )
+    from servetune.launch import LaunchOptions, check_launch, default_run_dir
+    from servetune.runner import RemoteServer, SglangRunner, measure_capacity, measure_soak, search_server, soak_server
 
     on_step = None if run.as_json else print_step
+    run_dir = Path(run.run_dir or default_run_dir("soak" if rate else "capacity"))
+    result = None
     if url is not None:
-        from servetune.bench import run_benchmark
-        from servetune.bench.capacity import find_capacity
-        from servetune.runner import step_workload
-
-        def step(rate: float, count: int, should_stop) -> Any:
-            wl = step_workload(run.spec, rate, count, search.warmup_requests)
-            return run_benchmark(url, wl, requests=count, client="builtin", model=model, slos=run.slos,
-                                 should_stop=should_stop)  # fmt: skip
-
-        cap = find_capacity(step, run.slos, on_step=on_step, **search.settings())
-        run_dir, extra, result = run.run_dir, {}, None
+        runner = SglangRunner(client="builtin")  # its benchmark and record only: nothing is launched
+        server = RemoteServer(url, run_dir=run_dir, model=model, log=server_log)
+        if rate is not None:
+            soak, failure = soak_server(runner, server, run.spec, run.slos, rate=rate, seconds=search.soak_s,
+                                        run_dir=run_dir, search=search)  # fmt: skip
+            cap = None
+        else:
+            cap, failure, _ = search_server(runner, server, run.spec, run.slos, run_dir=run_dir, search=search,
+                                            on_step=on_step)  # fmt: skip
+            soak = cap.soak if cap is not None else None
+        if failure is not None:
+            _raise_failure(failure, run_dir)
+        extra: dict[str, Any] = {}
     else:
-        from servetune.launch import LaunchOptions, check_launch, default_run_dir
-        from servetune.runner import SglangRunner, measure_capacity
-
         options = LaunchOptions(sglang_cmd=run.sglang_cmd)
         check_launch(options)  # a launch that cannot start leaves no run directory behind
         runner = SglangRunner(options, client="builtin")
-        run_dir = run.run_dir or default_run_dir("capacity")
-        result = measure_capacity(
-            runner, opts.context(workload=run.spec).resolve(), run.spec, run.slos, run_dir=run_dir, search=search,
-            on_step=on_step,
-        )  # fmt: skip
-        if result.capacity is None:
-            _raise_failure(result.failure, result.run_dir)
-        cap = result.capacity
-        extra = {"timings": result.timings.model_dump(mode="json"), "failure": None}
+        resolution = opts.context(workload=run.spec).resolve()
+        if rate is not None:
+            result = measure_soak(runner, resolution, run.spec, run.slos, rate=rate, seconds=search.soak_s,
+                                  run_dir=run_dir, search=search)  # fmt: skip
+        else:
+            result = measure_capacity(runner, resolution, run.spec, run.slos, run_dir=run_dir, search=search,
+                                      on_step=on_step)  # fmt: skip
         if result.failure is not None:
-            extra["failure"] = result.failure.model_dump(mode="json")
-    plot = plot_capacity(cap, Path(run_dir) / "capacity.png") if run_dir is not None else None
+            _raise_failure(result.failure, result.run_dir)
+        cap, soak = result.capacity, result.soak or (result.capacity.soak if result.capacity else None)
+        extra = {"timings": result.timings.model_dump(mode="json"), "failure": None}
+    if cap is not None:
+        plots = capacity_plots(cap, run_dir)
+    else:
+        plots = [p for p in [soak_plot(soak, [str(x) for x in run.slos], run_dir / "soak.png")] if p is not None]
     if run.as_json:
-        typer.echo(json.dumps(capacity_json(cap, run_dir, plot, extra), indent=2))
+        if cap is not None:
+            typer.echo(json.dumps(capacity_json(cap, run_dir, plots, extra), indent=2))
+        else:
+            typer.echo(json.dumps({"soak": soak.model_dump(mode="json"), "run_dir": str(run_dir),
+                                   "plots": [str(p) for p in plots], **extra}, indent=2))  # fmt: skip
         return
-    print_capacity(cap, run_dir, plot)
+    if cap is not None:
+        print_capacity(cap, run_dir, plots)
+    else:
+        typer.echo(soak_line(soak))
+        for plot in plots:
+            typer.echo(f"plot         {plot}")
+        typer.echo(f"files        {run_dir}")
+    if not plots:
+        typer.echo(f"note         {NO_PLOT}")
     if result is not None:
         typer.echo(_server_line(result.timings, result.run_dir))
 

@@ -146,13 +146,21 @@ def tune(
         Optional[float],
         typer.Option(
             "--confirm-step-seconds",
-            min=0.1,
-            help="Seconds of arrivals per step of the confirmation's capacity searches (default: --step-seconds, "
-            "at least 20: short steps can screen trials, but a server past its sustained rate can hold "
-            "its latency for several seconds).",
+            min=1.0,
+            help="Longest run of a step in the confirmation's capacity searches (default: --step-seconds).",
             rich_help_panel=CAPACITY,
         ),
     ] = None,
+    confirm_soak_seconds: Annotated[
+        float,
+        typer.Option(
+            "--confirm-soak-seconds",
+            min=0.0,
+            help="After the confirmation rounds of a capacity study, soak the winner at its confirmed capacity "
+            "and the baseline at the winner's rate for this many seconds (fresh launches; 0: none).",
+            rich_help_panel=CAPACITY,
+        ),
+    ] = 300.0,
     storage: Annotated[
         Optional[str],
         typer.Option(
@@ -232,8 +240,13 @@ def tune(
         start_rate=cap.start_rate,
         resolution=cap.resolution,
         step_seconds=cap.step_seconds,
+        confidence=cap.confidence,
+        step_warmup_seconds=cap.step_warmup_seconds,
+        soak_horizon=cap.soak_horizon,
+        backlog_seconds=cap.backlog_seconds,
+        warmup_wave=cap.warmup_wave,
         confirm_step_seconds=confirm_step_seconds,
-        step_requests=cap.step_requests,
+        confirm_soak_seconds=confirm_soak_seconds,
         space_file=str(space) if space else None,
         space_sets=tuple(space_set or ()),
         storage=storage,

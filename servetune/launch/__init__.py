@@ -60,6 +60,10 @@ API (stable for `servetune launch`, `servetune bench`, the runner and the tuner)
 - Start-up phases (`_phases`): `ServerHandle.startup_phases()` / `read_startup_phases(log, started_at=,
   ready_at=)` -> `StartupPhases` (imports, processes, engine with weights / KV cache / CUDA graphs,
   warm-up, ready), from the milestones and exact figures in SGLang's log.
+- Scheduler telemetry (`_telemetry`): `parse_scheduler_line(line)` (SGLang's `Prefill batch` /
+  `Decode batch` log lines as records: kind, ts, normalized fields; None for other lines),
+  `read_scheduler_lines(path, offset)` (tails a growing log), `write_telemetry(path, records, t0)`
+  (JSONL with `t`), `TELEMETRY_FIELDS`.
 - Internals: `_http` (the stdlib HTTP probe), `_proc` (process groups, /proc listeners, start times).
 """
 
@@ -96,10 +100,17 @@ from servetune.launch._rundir import (
     write_server_info_diff,
 )
 from servetune.launch._server import ServerHandle, check_launch, start_server
+from servetune.launch._telemetry import (
+    TELEMETRY_FIELDS,
+    parse_scheduler_line,
+    read_scheduler_lines,
+    write_telemetry,
+)
 
 __all__ = [
     "dir_problem",
     "RUNS_DIR_ENV",
+    "TELEMETRY_FIELDS",
     "FailureClass",
     "FieldDiff",
     "LaunchOptions",
@@ -118,7 +129,9 @@ __all__ = [
     "install_signal_handlers",
     "live_server",
     "new_run_dir",
+    "parse_scheduler_line",
     "port_is_free",
+    "read_scheduler_lines",
     "read_server_record",
     "read_startup_phases",
     "read_tail",
@@ -138,4 +151,5 @@ __all__ = [
     "write_metrics",
     "write_resolved",
     "write_server_info_diff",
+    "write_telemetry",
 ]

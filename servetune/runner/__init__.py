@@ -16,7 +16,9 @@ processes, with the stand-in server in SGLang's place).
 A measurement's run directory holds facts.yaml, resolved.yaml, argv.txt, env.json, server.log,
 server.pid, server_info.json, server_info_diff.json, metrics.json and result.json.
 `measure_capacity` launches once and runs a capacity search's steps against the server
-(`servetune.bench.capacity`); a `RunawayGuard` stops a run that misses its deadlines (`too_slow`).
+(`servetune.bench.capacity`), `measure_soak` one long step; `search_server` runs the same search on
+a server already started (a `RemoteServer` for one you started); a `RunawayGuard` stops a run that
+misses its deadlines (`too_slow`).
 
 `WATCHED_FIELDS` names the tuning fields whose `/server_info` value is recorded when servetune
 left them to SGLang (the launcher itself knows no tuning fields).
@@ -25,8 +27,16 @@ left them to SGLang (the launcher itself knows no tuning fields).
 from __future__ import annotations
 
 from servetune.runner._base import BaseRunner, BaseServer, Failure, Measurement, OnProgress, RunTimings, ShouldStop
-from servetune.runner._capacity import CapacitySearch, measure_capacity, step_workload
+from servetune.runner._capacity import (
+    CapacitySearch,
+    measure_capacity,
+    measure_soak,
+    search_server,
+    soak_server,
+    step_workload,
+)
 from servetune.runner._guard import RUNAWAY_FACTOR, RunawayGuard
+from servetune.runner._remote import RemoteServer
 from servetune.runner._sglang import MANAGED_STOP_GRACE_S, WATCHED_FIELDS, SglangRunner, SglangServer
 
 __all__ = [
@@ -39,11 +49,15 @@ __all__ = [
     "Failure",
     "Measurement",
     "OnProgress",
+    "RemoteServer",
     "RunTimings",
     "RunawayGuard",
     "ShouldStop",
     "SglangRunner",
     "SglangServer",
     "measure_capacity",
+    "measure_soak",
+    "search_server",
+    "soak_server",
     "step_workload",
 ]

@@ -25,6 +25,7 @@ from servetune.launch import StartupPhases
 
 if TYPE_CHECKING:
     from servetune.bench.slo import LatencySlo
+    from servetune.bench.verdict import StepJudge
     from servetune.context import Resolution
     from servetune.runner._guard import RunawayGuard
     from servetune.schema.workload import Workload
@@ -92,11 +93,13 @@ class Measurement(BaseModel):
     """The server's base URL while it ran."""
     capacity: Any = None
     """A capacity measurement's result (`servetune.bench.capacity.Capacity`), else None."""
+    soak: Any = None
+    """A soak measurement's result (`servetune.bench.capacity.SoakResult`), else None."""
 
     @property
     def ok(self) -> bool:
         """True when the benchmark produced metrics and the server stayed up throughout."""
-        return self.failure is None and (self.metrics is not None or self.capacity is not None)
+        return self.failure is None and any(x is not None for x in (self.metrics, self.capacity, self.soak))
 
     @property
     def stopped_early(self) -> bool:
@@ -137,8 +140,12 @@ class BaseServer(ABC):
         on_progress: OnProgress | None = None,
         should_stop: ShouldStop | None = None,
         slos: Sequence[LatencySlo] = (),
+        judge: StepJudge | None = None,
+        nonce: bytes | None = None,
     ) -> Any:
-        """Drive `workload` against the server and return its metrics (judged against `slos`).
+        """Drive `workload` against the server and return its metrics (judged against `slos`); a
+        capacity step's `judge` ends the run at its decision (`judge.last` holds it), `nonce` seeds
+        the images.
 
         Raises:
             BenchError: The benchmark could not run (unreachable server, every request failed).
@@ -155,6 +162,11 @@ class BaseServer(ABC):
     def log_tail(self) -> str:
         """The last lines of the server log."""
         return ""
+
+    @property
+    def log_path(self) -> Path | None:
+        """The server's log file, where there is one to read (its scheduler lines are telemetry)."""
+        return None
 
     def startup_phases(self) -> StartupPhases | None:
         """Where its start-up went (`servetune.launch.StartupPhases`), where the server's log tells."""
@@ -290,6 +302,8 @@ class BaseRunner(ABC):
         *,
         guard: RunawayGuard | None = None,
         slos: Sequence[LatencySlo] = (),
+        judge: StepJudge | None = None,
+        nonce: bytes | None = None,
     ) -> tuple[Any, Failure | None]:
         """Run one benchmark on a started server; (metrics, None) or (partial metrics or None, failure)."""
         if guard is not None:
@@ -309,6 +323,7 @@ class BaseRunner(ABC):
                 on_progress=on_progress,
                 should_stop=stop_now if should_stop is not None else None,
                 **({"slos": tuple(slos)} if slos else {}),
+                **({"judge": judge, "nonce": nonce} if judge is not None else {}),
             )
         except BenchError as exc:
             bench_error = exc

@@ -1,8 +1,18 @@
-"""A capacity measurement: one launch, then the capacity search's steps against it
-(`servetune.bench.capacity`), each step a guarded benchmark with its own run directory."""
+"""A capacity measurement on one server: a warm-up wave, then the capacity search's steps
+(`servetune.bench.capacity`), each a guarded benchmark with its own run directory, then an optional
+soak. One implementation for a server servetune launched (`measure_capacity`, `measure_soak`) and
+one you started (`search_server` on a `RemoteServer`).
+
+A run directory holds `capacity.json` (the search, every step's verdict), `steps/NN-RATE/` per step
+(`workload.json`, `metrics.json`, `requests.jsonl` with every arrival, `verdict.json`, and, where the
+server's log can be read, `telemetry.jsonl`: SGLang's own scheduler lines during the step), the
+warm-up wave in `steps/00-warmup/`, and a soak in `soak/`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,12 +23,20 @@ from servetune.runner._base import BaseRunner, BaseServer, Failure, Measurement,
 from servetune.runner._guard import RunawayGuard
 
 if TYPE_CHECKING:
-    from servetune.bench.capacity import CapacityStep
+    from servetune.bench.capacity import Capacity, CapacityStep, SoakResult, StepOutcome, StepPlan
     from servetune.bench.slo import LatencySlo
+    from servetune.bench.verdict import StepRules
     from servetune.context import Resolution
     from servetune.schema.workload import Workload
 
-__all__ = ["CapacitySearch", "measure_capacity", "step_workload"]
+__all__ = [
+    "CapacitySearch",
+    "measure_capacity",
+    "measure_soak",
+    "search_server",
+    "soak_server",
+    "step_workload",
+]
 
 
 DEFAULT_START_RATE = 4.0
@@ -27,55 +45,81 @@ DEFAULT_START_RATE = 4.0
 
 @dataclass(frozen=True)
 class CapacitySearch:
-    """How a capacity search runs (`servetune.bench.capacity.find_capacity`'s settings)."""
+    """How a capacity search runs (`servetune.bench.capacity.find_capacity` and `StepRules`)."""
 
     start_rate: float = DEFAULT_START_RATE
     """First rate tried (req/s)."""
-    resolution: float = 0.1
-    """Stop when the bracket's ends are within this relative distance."""
-    step_s: float = 20.0
-    """Seconds of arrivals per step (requests = rate x step_s, at least `min_requests`)."""
-    min_requests: int = 64
-    """Requests per step at least."""
+    resolution: float = 0.05
+    """Stop bisecting when the bracket's ends are within this relative distance."""
+    step_s: float = 120.0
+    """A step's longest run (s): it stops earlier once its verdict is decided."""
+    confidence: float = 0.95
+    """Confidence of every step's SLO decisions."""
+    warmup_s: float = 5.0
+    """Seconds of arrivals at each step's start that no verdict judges."""
+    horizon_s: float = 300.0
+    """The backlog test extrapolates to this many seconds after a step's start."""
+    backlog_s: float = 30.0
+    """Seconds of judged arrivals before the backlog test first decides."""
+    wave: int = 64
+    """Requests of the warm-up wave after each launch (all at once, closed loop, not judged); 0: none."""
     min_rate: float = 0.05
     """Lowest rate tried."""
     max_rate: float = 10_000.0
     """Highest rate tried."""
     max_steps: int = 24
     """Steps at most."""
-    warmup_requests: int = 4
-    """Warm-up requests before each step (none are measured)."""
+    seed: int = 0
+    """The search's sequence seed: configs compared with one seed meet the same arrivals, prompts and
+    images at each step (a confirmation round or compare round uses its round number)."""
+    soak_s: float = 0.0
+    """After the search, a soak at the capacity found for this many seconds (0: none)."""
 
     @classmethod
-    def for_workload(
-        cls, workload: Workload, *, start_rate: float | None, resolution: float, step_s: float, min_requests: int
-    ) -> CapacitySearch:
+    def for_workload(cls, workload: Workload, *, start_rate: float | None = None, **fields: Any) -> CapacitySearch:
         """The search for `workload`: it starts at `start_rate`, else the workload's `request_rate`, else 4 req/s."""
-        return cls(
-            start_rate=start_rate or workload.request_rate or DEFAULT_START_RATE,
-            resolution=resolution,
-            step_s=step_s,
-            min_requests=min_requests,
-        )
+        return cls(start_rate=start_rate or workload.request_rate or DEFAULT_START_RATE, **fields)
+
+    def rules(self) -> StepRules:
+        """How each step is judged."""
+        from servetune.bench.verdict import StepRules
+
+        return StepRules(
+            confidence=self.confidence, warmup_s=self.warmup_s, horizon_s=self.horizon_s,
+            backlog_s=self.backlog_s, min_overload=self.resolution / 2,
+        )  # fmt: skip
 
     def settings(self) -> dict[str, Any]:
         """`find_capacity` keyword arguments."""
         return {
             "start_rate": self.start_rate,
+            "rules": self.rules(),
             "resolution": self.resolution,
             "step_s": self.step_s,
-            "min_requests": self.min_requests,
             "min_rate": self.min_rate,
             "max_rate": self.max_rate,
             "max_steps": self.max_steps,
+            "seed": self.seed,
         }
 
+    def record(self) -> dict[str, Any]:
+        """The settings as stored with a result (a study refuses to resume under others)."""
+        out = dataclasses.asdict(self)
+        out.pop("seed")
+        return out
 
-def step_workload(workload: Workload, rate: float, requests: int, warmup: int) -> Workload:
-    """The workload of one step: Poisson arrivals at `rate`, open loop (no concurrency cap)."""
+
+def step_workload(workload: Workload, rate: float, requests: int, seed: int) -> Workload:
+    """The workload of one step: Poisson arrivals at `rate`, open loop, no warm-up requests, its
+    prompts, lengths and arrival gaps drawn from `seed`."""
     return workload.model_copy(
-        update={"request_rate": rate, "max_concurrency": None, "requests": requests, "warmup_requests": warmup}
+        update={"request_rate": rate, "max_concurrency": None, "requests": requests, "warmup_requests": 0, "seed": seed}
     )
+
+
+def image_nonce(seed: int) -> bytes:
+    """The image nonce of a step seeded `seed`: the same images for every config at that step."""
+    return hashlib.sha256(f"servetune-images:{seed}".encode()).digest()[:16]
 
 
 class _StepFailed(Exception):
@@ -83,6 +127,144 @@ class _StepFailed(Exception):
         super().__init__(failure.message)
         self.failure = failure
         self.metrics = metrics
+
+
+class _Steps:
+    """Runs steps on one started server: a directory each, the runaway guard, the server's telemetry."""
+
+    def __init__(
+        self,
+        runner: BaseRunner,
+        server: BaseServer,
+        workload: Workload,
+        slos: Sequence[LatencySlo],
+        run_dir: Path,
+        timings: RunTimings,
+        stop: Callable[[], bool] | None,
+    ) -> None:
+        self.runner, self.server, self.workload, self.slos = runner, server, workload, tuple(slos)
+        self.run_dir, self.timings, self.stop = Path(run_dir), timings, stop
+
+    def _halt(self, done: int, partial: Any) -> bool:
+        return bool(self.stop and self.stop())
+
+    def warm(self, wave: int) -> None:
+        """The warm-up wave: `wave` requests at once, closed loop, judged by nothing."""
+        if wave <= 0:
+            return
+        wl = self.workload.model_copy(
+            update={"request_rate": None, "max_concurrency": wave, "requests": wave, "warmup_requests": 0}
+        )
+        metrics, failure = self.runner._bench(
+            self.server, wl, wave, self.run_dir / "steps" / "00-warmup", None, self._halt, self.timings,
+            nonce=image_nonce(-1), judge=None,
+        )  # fmt: skip
+        if failure is not None:
+            raise _StepFailed(failure, metrics)
+        self._interrupted()
+
+    def run(self, plan: StepPlan, step_dir: Path) -> StepOutcome:
+        """One step of `plan` in `step_dir`."""
+        from servetune.bench.capacity import StepOutcome
+
+        wl = step_workload(self.workload, plan.rate, plan.requests, plan.seed)
+        guard = RunawayGuard.from_rate(plan.rate, requests=plan.requests, concurrency=None)
+        offset = self._log_offset()
+        metrics, failure = self.runner._bench(
+            self.server, wl, plan.requests, step_dir, None, self._halt, self.timings, guard=guard, slos=self.slos,
+            judge=plan.judge, nonce=image_nonce(plan.seed),
+        )  # fmt: skip
+        self._telemetry(step_dir, offset, metrics)
+        if failure is not None:
+            raise _StepFailed(failure, metrics)
+        self._interrupted()
+        verdict = plan.judge.last
+        if verdict is None:  # a server whose bench never asked the judge (a fake returning bare metrics)
+            verdict = plan.judge.close([], 0.0)
+        self.runner.record(step_dir, "verdict.json", verdict.model_dump(mode="json"))
+        return StepOutcome(verdict=verdict, metrics=metrics, run_dir=str(step_dir))
+
+    def soak(self, rate: float, seconds: float, rules: StepRules, seed: int) -> SoakResult:
+        """One step of `seconds` at `rate`, met only at its end (it stops early only when missed)."""
+        from servetune.bench.capacity import SoakResult, StepPlan
+        from servetune.bench.verdict import StepJudge
+
+        judge = StepJudge(self.slos, rules, rate=rate, max_s=seconds, soak=True)
+        plan = StepPlan(index=0, rate=rate, repeat=0, seed=seed, max_s=seconds, judge=judge)
+        t = time.monotonic()
+        out = self.run(plan, self.run_dir / "soak")
+        return SoakResult.of(rate, seconds, out, time.monotonic() - t)
+
+    def _interrupted(self) -> None:
+        if self.stop and self.stop():
+            raise KeyboardInterrupt
+
+    def _log_offset(self) -> int | None:
+        path = self.server.log_path
+        if path is None:
+            return None
+        try:
+            return Path(path).stat().st_size
+        except OSError:
+            return 0
+
+    def _telemetry(self, step_dir: Path, offset: int | None, metrics: Any) -> None:
+        """SGLang's scheduler lines written during the step, as `telemetry.jsonl` (times from its first send)."""
+        path = self.server.log_path
+        started = getattr(metrics, "started_at", None)
+        if path is None or offset is None or started is None:
+            return
+        from servetune.launch import read_scheduler_lines, write_telemetry
+
+        lines, _ = read_scheduler_lines(Path(path), offset)
+        if lines:
+            step_dir.mkdir(parents=True, exist_ok=True)
+            write_telemetry(step_dir / "telemetry.jsonl", lines, started)
+
+
+def search_server(
+    runner: BaseRunner,
+    server: BaseServer,
+    workload: Workload,
+    slos: Sequence[LatencySlo],
+    *,
+    run_dir: Path,
+    search: CapacitySearch,
+    timings: RunTimings | None = None,
+    floor: float | None = None,
+    on_step: Callable[[CapacityStep], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[Capacity | None, Failure | None, Any]:
+    """The warm-up wave, the search and (`search.soak_s`) a soak at the capacity, on a started server.
+
+    Returns (capacity, failure, the metrics of the last met step at the capacity); a step that errors
+    or a server that dies ends it with that failure. `capacity.json` is written to `run_dir`.
+    """
+    from servetune.bench.capacity import find_capacity
+
+    timings = timings if timings is not None else RunTimings()
+    steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop)
+    metrics_at: dict[int, Any] = {}
+
+    def run_step(plan: StepPlan) -> StepOutcome:
+        out = steps.run(plan, Path(run_dir) / "steps" / f"{plan.index:02d}-{plan.rate:.4g}")
+        metrics_at[plan.index] = out.metrics
+        return out
+
+    t = time.monotonic()
+    try:
+        steps.warm(search.wave)
+        capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
+        if search.soak_s > 0 and capacity.request_rate is not None:
+            soak = steps.soak(capacity.request_rate, search.soak_s, search.rules(), seed=search.seed)
+            capacity = capacity.model_copy(update={"soak": soak})
+    except _StepFailed as exc:
+        return None, exc.failure, None
+    finally:
+        timings.bench_s = time.monotonic() - t
+    runner.record(Path(run_dir), "capacity.json", {**capacity.model_dump(mode="json"), "search": search.record()})
+    at = next((s for s in reversed(capacity.steps) if s.met and s.rate == capacity.request_rate), None)
+    return capacity, None, metrics_at.get(at.index) if at else None
 
 
 def measure_capacity(
@@ -98,54 +280,76 @@ def measure_capacity(
     on_step: Callable[[CapacityStep], None] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> Measurement:
-    """Launch once and find the highest rate that meets every SLO; failures are data.
+    """Launch once and find the highest rate that meets every SLO (`search_server`); failures are data.
 
     A server that dies or a step that errors ends the search with that failure (`oom`, `crash`,
     `bench_error`); a step far slower than its arrivals allow is `too_slow` (its guard's deadline:
     the step's own arrival time, `RUNAWAY_FACTOR` over). `floor` (the incumbent's capacity) cuts a
-    config that misses there. `Measurement.capacity` holds the result and `metrics` the steps'
-    metrics at the capacity rate.
+    config that misses there. `Measurement.capacity` holds the result and `metrics` the metrics of
+    the met step at the capacity rate.
     """
-    from servetune.bench.capacity import find_capacity
-
     search = search or CapacitySearch()
 
-    def search_on(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
-        metrics_at: dict[float, Any] = {}
-        index = 0
+    def body(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
+        capacity, failure, metrics = search_server(
+            runner, server, workload, slos, run_dir=run_dir, search=search, timings=timings, floor=floor,
+            on_step=on_step, stop=stop,
+        )  # fmt: skip
+        return metrics, failure, {"capacity": capacity} if capacity is not None else {}
 
-        def run_step(rate: float, requests: int, should_stop: Callable[[int, Any], bool]) -> Any:
-            nonlocal index
-            index += 1
-            step_dir = Path(run_dir) / "steps" / f"{index:02d}-{rate:.4g}"
-            guard = RunawayGuard.from_rate(rate, requests=requests, concurrency=None)
-            wl = step_workload(workload, rate, requests, search.warmup_requests)
+    return runner.session(resolution, run_dir=run_dir, gpus=gpus, body=body)
 
-            def halt(done: int, partial: Any) -> bool:
-                return bool(stop and stop()) or should_stop(done, partial)
 
-            metrics, failure = runner._bench(
-                server, wl, requests, step_dir, None, halt, timings, guard=guard, slos=slos
-            )
-            if failure is not None:
-                raise _StepFailed(failure, metrics)
-            if stop and stop():
-                raise KeyboardInterrupt
-            metrics_at[rate] = metrics
-            return metrics
+def soak_server(
+    runner: BaseRunner,
+    server: BaseServer,
+    workload: Workload,
+    slos: Sequence[LatencySlo],
+    *,
+    rate: float,
+    seconds: float,
+    run_dir: Path,
+    search: CapacitySearch,
+    timings: RunTimings | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[SoakResult | None, Failure | None]:
+    """The warm-up wave and a soak at `rate` for `seconds` on a started server: one long step judged
+    by the same rules as a capacity step, met only at its end. `soak.json` is written to `run_dir`."""
+    timings = timings if timings is not None else RunTimings()
+    steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop)
+    t = time.monotonic()
+    try:
+        steps.warm(search.wave)
+        soak = steps.soak(rate, seconds, search.rules(), seed=search.seed)
+    except _StepFailed as exc:
+        return None, exc.failure
+    finally:
+        timings.bench_s = time.monotonic() - t
+    runner.record(Path(run_dir), "soak.json", {**soak.model_dump(mode="json"), "search": search.record()})
+    return soak, None
 
-        bench_t = time.monotonic()
-        try:
-            capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
-        except _StepFailed as exc:
-            return None, exc.failure, {}
-        finally:
-            timings.bench_s = time.monotonic() - bench_t
-        if capacity.request_rate is None:
-            return None, None, {"capacity": capacity}
-        return metrics_at.get(capacity.request_rate), None, {"capacity": capacity}
 
-    out = runner.session(resolution, run_dir=run_dir, gpus=gpus, body=search_on)
-    if out.capacity is not None:
-        runner.record(Path(run_dir), "capacity.json", out.capacity.model_dump(mode="json"))
-    return out
+def measure_soak(
+    runner: BaseRunner,
+    resolution: Resolution,
+    workload: Workload,
+    slos: Sequence[LatencySlo],
+    *,
+    rate: float,
+    seconds: float,
+    run_dir: Path,
+    search: CapacitySearch | None = None,
+    gpus: Sequence[str] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Measurement:
+    """Launch once and soak at `rate` for `seconds` (`soak_server`); `Measurement.soak` holds the result."""
+    search = search or CapacitySearch()
+
+    def body(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
+        soak, failure = soak_server(
+            runner, server, workload, slos, rate=rate, seconds=seconds, run_dir=run_dir, search=search,
+            timings=timings, stop=stop,
+        )  # fmt: skip
+        return None, failure, {"soak": soak} if soak is not None else {}
+
+    return runner.session(resolution, run_dir=run_dir, gpus=gpus, body=body)

@@ -13,6 +13,7 @@ from servetune.runner._base import BaseRunner, BaseServer, OnProgress, ShouldSto
 
 if TYPE_CHECKING:
     from servetune.bench.slo import LatencySlo
+    from servetune.bench.verdict import StepJudge
     from servetune.context import Resolution
     from servetune.launch import LaunchOptions, ServerHandle, StartupPhases
     from servetune.schema.workload import Workload
@@ -84,6 +85,8 @@ class SglangServer(BaseServer):
         on_progress: OnProgress | None = None,
         should_stop: ShouldStop | None = None,
         slos: Sequence[LatencySlo] = (),
+        judge: StepJudge | None = None,
+        nonce: bytes | None = None,
     ) -> Any:
         from servetune.bench import run_benchmark
 
@@ -98,6 +101,8 @@ class SglangServer(BaseServer):
             should_stop=should_stop,
             slos=slos,
             api_key=self.api_key,
+            judge=judge,
+            nonce=nonce,
         )
 
     def stop(self) -> None:
@@ -111,6 +116,10 @@ class SglangServer(BaseServer):
 
     def log_tail(self) -> str:
         return self.handle.log_tail()
+
+    @property
+    def log_path(self) -> Path | None:
+        return self.handle.log_path
 
     def startup_phases(self) -> StartupPhases | None:
         return self.handle.startup_phases()

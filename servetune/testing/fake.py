@@ -15,9 +15,10 @@ failure handling, telling the study) runs for real.
     Tuner(options, runner=runner).run()
     len(runner.calls)                     # launches
 
-For capacity searches (`servetune.runner.measure_capacity`), the function may return a
-`servetune.bench.metrics.Metrics` (judged against `call.slos`); it comes back from the server's
-`bench` as is.
+For capacity searches (`servetune.runner.measure_capacity`), the function may return the step's
+per-request records (a list of `RequestRecord`, e.g. from a `servetune.testing.simulated` server):
+the server's `bench` replays them through the step's judge, as the builtin client would have seen
+them, and returns the metrics of what had finished.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from servetune.runner import BaseRunner, BaseServer, Failure, Measurement, OnPro
 
 if TYPE_CHECKING:
     from servetune.bench.slo import LatencySlo
+    from servetune.bench.verdict import StepJudge
     from servetune.context import Resolution
     from servetune.runner import RunawayGuard
     from servetune.schema.workload import Workload
@@ -212,12 +214,22 @@ class FakeServer(BaseServer):
         on_progress: OnProgress | None = None,
         should_stop: ShouldStop | None = None,
         slos: Sequence[LatencySlo] = (),
+        judge: StepJudge | None = None,
+        nonce: bytes | None = None,
     ) -> Any:
         call = self.runner._record(self.resolution, workload, run_dir or self.run_dir, requests, self.gpus, slos=slos)
         out = self.runner.measure_fn(call)
         if isinstance(out, Failure):  # a started server: the benchmark is what failed
             raise BenchError(out.message)
-        if not isinstance(out, Mapping):  # a `Metrics` (capacity steps): as the builtin client returns it
+        if isinstance(out, list):  # a step's records: judged as the builtin client would have
+            from servetune.bench.verdict import replay
+            from servetune.testing.simulated import measure
+
+            if judge is None:
+                return measure(out, slos, workload.request_rate or 0.0)
+            _, seen = replay(out, judge)
+            return measure(seen, slos, workload.request_rate or 0.0)
+        if not isinstance(out, Mapping):  # a `Metrics`: as the builtin client returns it
             return out
         return self.runner._drive(call, dict(out), on_progress, should_stop)
 

@@ -142,7 +142,7 @@ def confirm(
         counter[t.number] = counter.get(t.number, 0) + 1
         m = _remeasure(
             s, runner, t, out_dir / f"r{counter[t.number]}-trial-{t.number:04d}",
-            guarded=t is not baseline, reference=reference, stop=stop,
+            guarded=t is not baseline, reference=reference, stop=stop, round_=counter[t.number],
         )  # fmt: skip
         if stop.is_set():
             raise KeyboardInterrupt
@@ -179,6 +179,9 @@ def confirm(
     }
     if s.confirm_search is not None:
         record["step_s"] = s.confirm_search.step_s
+        soaks = _soaks(s, runner, record, by_number, out_dir, stop)
+        if soaks:
+            record["soaks"] = soaks
     record["run_dir"] = str(out_dir)
     s.study.set_user_attr("confirmations", [*history, record])
     s.study.set_user_attr("confirmation", record)
@@ -214,6 +217,50 @@ def _confirm_dir(run_dir: Path, done: int) -> Path:
         k += 1
 
 
+def _soaks(
+    s: StudySetup,
+    runner: BaseRunner,
+    record: dict[str, Any],
+    by_number: dict[int, TrialSummary],
+    out_dir: Path,
+    stop: threading.Event,
+) -> list[dict[str, Any]]:
+    """A capacity confirmation's last word: the winner soaked at its median confirmed capacity, and
+    the baseline at the winner's rate, each a fresh launch of `--confirm-soak-seconds`."""
+    from servetune.runner import measure_soak
+
+    seconds = s.options.confirm_soak_seconds
+    winner = record["chosen_trial"]
+    values = (
+        record["baseline_values"]
+        if winner == record["baseline_trial"]
+        else next((f["values"] for f in record["finalists"] if f["trial"] == winner), [])
+    )
+    values = sorted(v for v in values if v)
+    if seconds <= 0 or not values:
+        return []
+    rate = (
+        values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+    )
+    out = []
+    for number in dict.fromkeys([winner, record["baseline_trial"]]):
+        t = by_number[number]
+        m = measure_soak(
+            runner, s.resolve(t.layer, source=t.source), s.workload, s.latency_slos, rate=rate, seconds=seconds,
+            run_dir=out_dir / f"soak-trial-{number:04d}", search=s.confirm_search, gpus=s.slots[0].gpus,
+            stop=stop.is_set,
+        )  # fmt: skip
+        if stop.is_set():
+            raise KeyboardInterrupt
+        entry: dict[str, Any] = {"trial": number, "rate": rate, "seconds": seconds}
+        if m.soak is not None:
+            entry.update(state=m.soak.state, why=m.soak.why, at_s=m.soak.at_s, latency_ms=m.soak.latency_ms)
+        else:
+            entry.update(state="failed", why=m.failure.message if m.failure else "no result")
+        out.append(entry)
+    return out
+
+
 def _remeasure(
     s: StudySetup,
     runner: BaseRunner,
@@ -223,12 +270,14 @@ def _remeasure(
     guarded: bool,
     reference: float | None,
     stop: threading.Event,
+    round_: int = 1,
 ) -> Outcome:
-    """One confirmation round of trial `t`: a fresh capacity search (starting at its own capacity)
-    or a benchmark run (a finalist's guarded against runaways), in `run_dir`."""
+    """One confirmation round of trial `t`: a fresh capacity search (starting at its own capacity,
+    seeded by the round: every config of one round meets the same step sequences) or a benchmark run
+    (a finalist's guarded against runaways), in `run_dir`."""
     res = s.resolve(t.layer, source=t.source)
     if s.capacity:
-        search = s.confirm_search
+        search = dataclasses.replace(s.confirm_search, seed=round_)
         if t.values and t.values[0] > 0:
             search = dataclasses.replace(search, start_rate=t.values[0])
         return evaluate_capacity(

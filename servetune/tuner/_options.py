@@ -6,12 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CONFIRM_MIN_STEP_S = 20.0
-"""A capacity confirmation's steps last at least this long unless `--confirm-step-seconds` says
-otherwise (bench's default step). On the H200 a 3B server offered more than it could sustain held
-p99 TPOT for the first 6-7 s of a step, so 8 s steps measured burst, not sustained, capacity
-(docs/h200-results.md, section 11)."""
-
 SOURCES_BASELINE = ("rules", "defaults")
 """The `source` of the two enqueued baselines: the rule-resolved config and SGLang's own defaults."""
 
@@ -43,15 +37,25 @@ class TuneOptions:
     start_rate: float | None = None
     """Capacity: the baselines' first rate (req/s; None: the workload's `request_rate`, else 4). Later
     trials start at the incumbent's capacity (their floor)."""
-    resolution: float = 0.1
+    resolution: float = 0.05
     """Capacity: the search stops when the highest met and lowest missed rates are this close (relative)."""
-    step_seconds: float = 20.0
-    """Capacity: seconds of arrivals per step (requests = rate x this, at least `step_requests`)."""
-    step_requests: int = 64
-    """Capacity: requests per step at least."""
+    step_seconds: float = 120.0
+    """Capacity: a step's longest run (s); it stops at its verdict."""
+    confidence: float = 0.95
+    """Capacity: confidence of each step's SLO verdicts."""
+    step_warmup_seconds: float = 5.0
+    """Capacity: seconds of arrivals at each step's start that no verdict judges."""
+    soak_horizon: float = 300.0
+    """Capacity: the backlog test extrapolates to this many seconds after a step's start."""
+    backlog_seconds: float = 30.0
+    """Capacity: seconds of judged arrivals before the backlog test first decides."""
+    warmup_wave: int = 64
+    """Capacity: requests sent all at once after each launch, judged by nothing."""
     confirm_step_seconds: float | None = None
-    """Capacity: seconds of arrivals per step of the confirmation's searches; None: the study's
-    `step_seconds`, at least `CONFIRM_MIN_STEP_S`."""
+    """Capacity: a step's longest run in the confirmation's searches; None: `step_seconds`."""
+    confirm_soak_seconds: float = 300.0
+    """Capacity: after the confirmation rounds, a soak of this many seconds of the winner at its
+    confirmed capacity and of the baseline at the winner's rate (fresh launches; 0: none)."""
     space_file: str | None = None
     space_sets: tuple[str, ...] = ()
     storage: str | None = None

@@ -17,7 +17,7 @@ from servetune.errors import SpecError, TuningError
 from servetune.secrets import is_secret_field, is_secret_name, redact
 from servetune.tuner import _storage
 from servetune.tuner._evaluate import Slot
-from servetune.tuner._options import CONFIRM_MIN_STEP_S, TuneOptions
+from servetune.tuner._options import TuneOptions
 from servetune.tuner._params import baseline_params, encode_params, ordinal_values
 from servetune.tuner._result import TrialSummary, summarize_trial
 from servetune.tuner.events import LostTrials
@@ -60,11 +60,10 @@ class StudySetup:
     @property
     def confirm_search(self) -> CapacitySearch | None:
         """The confirmation's capacity search: the study's, with `--confirm-step-seconds` (default: the
-        study's step, at least `CONFIRM_MIN_STEP_S`: short steps screen, the confirmation measures)."""
+        study's `--step-seconds`)."""
         if self.search is None:
             return None
-        step_s = self.options.confirm_step_seconds or max(self.search.step_s, CONFIRM_MIN_STEP_S)
-        return dataclasses.replace(self.search, step_s=step_s)
+        return dataclasses.replace(self.search, step_s=self.options.confirm_step_seconds or self.search.step_s)
 
     @property
     def capacity(self) -> bool:
@@ -191,14 +190,21 @@ def _capacity(o: TuneOptions, objectives: tuple[Objective, ...], workload: Workl
         start_rate=o.start_rate,
         resolution=o.resolution,
         step_s=o.step_seconds,
-        min_requests=o.step_requests,
+        confidence=o.confidence,
+        warmup_s=o.step_warmup_seconds,
+        horizon_s=o.soak_horizon,
+        backlog_s=o.backlog_seconds,
+        wave=o.warmup_wave,
     )
-    checks = {"--start-rate": search.start_rate, "--resolution": o.resolution, "--step-seconds": o.step_seconds}
+    checks = {"--start-rate": search.start_rate, "--resolution": o.resolution, "--step-seconds": o.step_seconds,
+              "--soak-horizon": o.soak_horizon, "--backlog-seconds": o.backlog_seconds}  # fmt: skip
     for option, value in checks.items():
         if not value > 0:
             raise SpecError(f"{option} must be positive, but got {value:g}", key_path=option)
-    if o.step_requests < 1:
-        raise SpecError(f"--step-requests must be >= 1, but got {o.step_requests}", key_path="--step-requests")
+    if not 0.5 <= o.confidence < 1.0:
+        raise SpecError(f"0.5 <= --confidence < 1 must hold, but got {o.confidence:g}", key_path="--confidence")
+    if o.step_warmup_seconds < 0 or o.warmup_wave < 0 or o.confirm_soak_seconds < 0:
+        raise SpecError("--step-warmup-seconds, --warmup-wave and --confirm-soak-seconds must not be negative")
     return slos, search
 
 
@@ -206,7 +212,7 @@ def capacity_meta(s: StudySetup) -> dict[str, Any] | None:
     """What a capacity study stores about its search: the SLOs and the settings (None: not one)."""
     if s.search is None:
         return None
-    return {"slos": s.slo_texts, "search": {**s.search.settings(), "warmup_requests": s.search.warmup_requests}}
+    return {"slos": s.slo_texts, "search": s.search.record()}
 
 
 def preset_tune(preset: Any) -> dict[str, Any]:

@@ -143,7 +143,12 @@ def _measure(s: StudySetup) -> str:
     """What one trial measures, for the study's first line."""
     if s.search is None or s.confirm_search is None:
         return f"{s.requests} requests per trial"
-    text = f"a capacity search per trial from {s.search.start_rate:g} req/s with {s.search.step_s:g} s steps"
+    text = (
+        f"a certified capacity search per trial from {s.search.start_rate:g} req/s, steps up to "
+        f"{s.search.step_s:g} s at {s.search.confidence:.0%} confidence"
+    )
     if s.options.confirm_rounds > 0:
-        text += f" (confirmation: {s.confirm_search.step_s:g} s steps)"
+        text += f" (confirmation: steps up to {s.confirm_search.step_s:g} s"
+        soak = s.options.confirm_soak_seconds
+        text += f", then {soak:g} s soaks)" if soak > 0 else ")"
     return text

@@ -147,7 +147,8 @@ def compare(
         count[key] += 1
         out_dir = Path(run_dir) / f"r{count[key]}-{key}"
         if obj.name == "capacity":
-            s = dataclasses.replace(search, start_rate=last[key]) if key in last else search
+            s = dataclasses.replace(search, seed=count[key])  # one round, one set of step sequences for both
+            s = dataclasses.replace(s, start_rate=last[key]) if key in last else s
             m = evaluate_capacity(
                 runner, res[key], workload=workload, slos=slos, search=s, slot=Slot(0), run_dir=out_dir
             )

@@ -138,7 +138,7 @@ def _brief_metrics(metrics: dict[str, Any] | None) -> dict[str, Any] | None:
 def _brief_confirmation(conf: dict[str, Any] | None) -> dict[str, Any] | None:
     if not conf:
         return None
-    keep = ("objective", "rounds", "baseline_trial", "chosen_trial", "chosen_ratio", "note")
+    keep = ("objective", "rounds", "baseline_trial", "chosen_trial", "chosen_ratio", "note", "soaks")
     out = {k: conf.get(k) for k in keep}
     out["finalists"] = [
         {k: f.get(k) for k in ("trial", "median", "min", "max", "stdev", "ratios", "failures")}
@@ -154,7 +154,14 @@ def _capacity_evidence(meta: dict[str, Any], best, base, ratio: float | None) ->
         if t is None or not t.capacity:
             return None
         c = t.capacity
-        return {"request_rate": c.get("request_rate"), "goodput": c.get("goodput"), "steps": len(c.get("steps") or [])}
+        return {
+            "request_rate": c.get("request_rate"),
+            "lowest_missed": c.get("lowest_missed"),
+            "certified": c.get("certified"),
+            "confidence": c.get("confidence"),
+            "goodput": c.get("goodput"),
+            "steps": len(c.get("steps") or []),
+        }
 
     return {
         "slos": meta.get("slos"),

@@ -99,10 +99,13 @@ def _confirmed(conf: dict[str, Any]) -> str:
     """How a confirmation measured its chosen trial: rounds, step length, spread (or why none won)."""
     chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
     if chosen and chosen.get("min") is not None:
-        steps = f" with {conf['step_s']:g} s steps" if conf.get("step_s") else ""
+        steps = f" with steps up to {conf['step_s']:g} s" if conf.get("step_s") else ""
+        soaks = "".join(
+            f"; soak of trial {k['trial']} at {k['rate']:.4g} req/s: {k['state']}" for k in conf.get("soaks") or []
+        )
         return (
             f"re-measured {len(chosen['ratios'])}x interleaved{steps}: "
-            f"min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f}"
+            f"min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f}{soaks}"
         )
     return conf.get("note") or f"{conf.get('rounds')} round(s)"
 
@@ -121,9 +124,10 @@ def print_report(result: TuneResult) -> None:
         search = capacity.get("search") or {}
         console.print(
             "capacity at " + ", ".join(capacity.get("slos") or [])
-            + f": the highest Poisson rate at which every SLO holds (search: start {search.get('start_rate')} req/s, "
-            f"resolution {search.get('resolution')}, {search.get('step_s')} s or {search.get('min_requests')} "
-            "requests per step; later trials start at the incumbent's capacity)"
+            + f": the highest Poisson rate met in two runs at which every SLO holds, sustained (search: start "
+            f"{search.get('start_rate')} req/s, resolution {search.get('resolution')}, steps up to "
+            f"{search.get('step_s')} s judged at {search.get('confidence')} confidence after a "
+            f"{search.get('warmup_s')} s warm-up; later trials start at the incumbent's capacity)"
         )  # fmt: skip
     elif result.slos:
         console.print("SLOs: " + ", ".join(result.slos))

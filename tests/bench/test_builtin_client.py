@@ -157,14 +157,14 @@ def test_the_run_dir_keeps_every_request_and_the_steady_figure_recomputes_from_i
     longer = TEXT.model_copy(update={"requests": 64})
     with FakeServer(ttft_s=0.004, itl_s=0.002) as server:
         m = run_benchmark(server.url, longer, run_dir=tmp_path, client="builtin")
+    from servetune.bench._builtin import load_requests
+
     rows = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    assert len(rows) == 64 and all(r["success"] and r["output_len"] == 8 for r in rows)
-    ends = [r["start"] + r["latency"] for r in rows]
-    assert ends == sorted(ends)  # completion order
-    records = [
-        RequestRecord(**{k: r[k] for k in ("start", "ttft", "latency", "success", "output_len", "prompt_len")})
-        for r in rows
-    ]
+    assert len(rows) == 64 and all(r["success"] and r["finished"] and r["output_len"] == 8 for r in rows)
+    starts = [r["start"] for r in rows]
+    assert starts == sorted(starts)  # arrival order, every request sent
+    records = load_requests(tmp_path / "requests.jsonl")
+    assert all(isinstance(r, RequestRecord) for r in records)
     again = steady_window(records, longer.steady_trim, longer.max_concurrency)
     assert m.steady is not None and again is not None
     assert again.request_throughput == pytest.approx(m.steady.request_throughput, rel=1e-3)

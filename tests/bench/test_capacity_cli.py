@@ -12,8 +12,9 @@ def test_managed_capacity_prints_the_search_and_the_servers_start_up(tmp_path):
     run_dir = tmp_path / "cap"
     argv = [
         sys.executable, "-m", "servetune", "bench", "--model", "qwen3-8b", "--gpu", "h200", "--workload", "text-chat",
-        "--set", "max_running_requests=4", "--capacity", "--slo", "p99_ttft_ms<=400", "--start-rate", "16",
-        "--resolution", "0.25", "--step-seconds", "2", "--run-dir", str(run_dir),
+        "--set", "max_running_requests=4", "--capacity", "--slo", "p90_ttft_ms<=400", "--start-rate", "16",
+        "--resolution", "0.25", "--step-seconds", "10", "--backlog-seconds", "3", "--step-warmup-seconds", "1",
+        "--warmup-wave", "4", "--run-dir", str(run_dir),
         "--sglang-cmd", f"{sys.executable} -m servetune.testing.standin",
     ]  # fmt: skip
     env = {**os.environ, "SERVETUNE_STANDIN_START_DELAY_S": "1.0"}
@@ -26,3 +27,43 @@ def test_managed_capacity_prints_the_search_and_the_servers_start_up(tmp_path):
     assert phases["cuda_graphs_s"] == 0.5  # half the stand-in's START_DELAY_S, as its log says
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("server       start-up"))
     assert "CUDA graphs 0.5 s" in line and str(run_dir) in line
+
+
+def test_a_server_you_started_gets_the_same_search_and_a_soak(tmp_path):
+    """`bench --url` runs the managed path's implementation (`search_server`, `soak_server`): the
+    warm-up wave, step directories with every arrival and the verdict, SGLang-style telemetry from
+    `--server-log`, capacity.json, the plots; then a soak at a rate, met only at its end."""
+    from servetune.launch import LaunchOptions, start_server
+
+    options = LaunchOptions(
+        sglang_cmd=[sys.executable, "-m", "servetune.testing.standin"], run_dir=tmp_path / "server",
+        wait_gpu_release=False,
+    )  # fmt: skip
+    server = start_server(["--model-path", "m", "--max-running-requests", "4"], {}, {}, options)
+    try:
+        common = [
+            sys.executable, "-m", "servetune", "bench", "--url", server.url, "--workload", "text-chat",
+            "--slo", "p90_ttft_ms<=400", "--server-log", str(server.log_path), "--step-warmup-seconds", "1",
+            "--backlog-seconds", "3", "--warmup-wave", "4", "--json",
+        ]  # fmt: skip
+        cap_dir, soak_dir = tmp_path / "cap", tmp_path / "soak"
+        argv = [*common, "--capacity", "--start-rate", "8", "--resolution", "0.3", "--step-seconds", "10",
+                "--run-dir", str(cap_dir)]  # fmt: skip
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        cap = json.loads(out.stdout)["capacity"]
+        assert cap["request_rate"] is not None and cap["certified"], cap["note"]
+        assert json.loads((cap_dir / "capacity.json").read_text())["request_rate"] == cap["request_rate"]
+        first = cap_dir / "steps" / f"01-{cap['steps'][0]['rate']:.4g}"
+        assert (first / "telemetry.jsonl").read_text().strip() and (first / "verdict.json").exists()
+        assert (cap_dir / "steps" / "00-warmup").is_dir() and (cap_dir / "timeline.png").exists()
+        rate = f"{cap['request_rate'] * 0.7:.3g}"
+        argv = [*common, "--soak-seconds", "14", "--request-rate", rate, "--run-dir", str(soak_dir)]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        soak = json.loads(out.stdout)["soak"]
+        assert soak["state"] == "met" and soak["at_s"] >= 13.5, soak["why"]
+        assert (soak_dir / "soak.json").exists() and (soak_dir / "soak.png").exists()
+        assert (soak_dir / "soak" / "telemetry.jsonl").read_text().strip()
+    finally:
+        server.stop()

@@ -9,13 +9,12 @@ from __future__ import annotations
 import pytest
 from optuna.trial import TrialState
 
-from servetune.bench.capacity import step_requests
 from servetune.bench.slo import parse_slos
 from servetune.errors import SpecError, TuningError
 from servetune.runner import RUNAWAY_FACTOR, Failure
 from servetune.testing import FakeRunner
 from servetune.tuner import TuneOptions, Tuner, build_preset
-from tests.bench.queue_model import model_step
+from tests.bench.queue_model import model_records
 
 SPACE = """\
 summary: running limit only
@@ -31,11 +30,11 @@ def _capacity_runner(calls_at: list | None = None) -> FakeRunner:
 
     def measure(call):
         slots = int(call.values.get("max_running_requests") or 2)
-        rate, requests = call.workload.request_rate, call.requests
+        rate = call.workload.request_rate
         if calls_at is not None:
             calls_at.append((slots, rate))
         prefill = 0.25 if slots == 1 else 0.02
-        return model_step(call.slos, slots=slots, prefill_s=prefill)(rate, requests, None)
+        return model_records(call, slots=slots, prefill_s=prefill)
 
     return FakeRunner(measure)
 
@@ -51,8 +50,8 @@ def _options(tmp_path, space_file, **kw) -> TuneOptions:
         slos=(SLO,),
         start_rate=4.0,
         resolution=0.1,
-        step_seconds=5.0,
-        step_requests=100,
+        step_seconds=60.0,
+        confirm_soak_seconds=60.0,
         trials=6,
         seed=3,
         sampler="random",
@@ -138,6 +137,13 @@ def test_confirmation_remeasures_capacity_interleaved(tmp_path, cap_space):
     assert fin["ratios"] == pytest.approx([f / b for f, b in zip(fin["values"], conf["baseline_values"])])
     assert fin["verdict"] == "better" and conf["chosen_trial"] == fin["trial"]
     assert result.ratio() == pytest.approx(fin["median"])
+    # the confirmation ends with soaks: the winner at its median capacity, the baseline at the winner's rate
+    soaks = {k["trial"]: k for k in conf["soaks"]}
+    assert set(soaks) == {fin["trial"], conf["baseline_trial"]}
+    median = sorted(fin["values"])[0] + (sorted(fin["values"])[1] - sorted(fin["values"])[0]) / 2
+    assert all(k["rate"] == pytest.approx(median) and k["seconds"] == 60.0 for k in soaks.values())
+    assert soaks[fin["trial"]]["state"] in ("met", "undecided") and soaks[conf["baseline_trial"]]["state"] != "met"
+    assert build_preset(result)["evidence"]["confirmation"]["soaks"]
 
 
 def test_capacity_slos_are_checked_and_a_resume_with_other_settings_is_refused(tmp_path, cap_space):
@@ -156,7 +162,7 @@ def test_capacity_slos_are_checked_and_a_resume_with_other_settings_is_refused(t
     with pytest.raises(TuningError, match=r"SLOs \['p99_ttft_ms<=200'\] vs \['p99_ttft_ms<=300'\]"):
         Tuner(_options(tmp_path, cap_space, trials=1, slos=("p99_ttft_ms<=300",)), runner=runner).prepare()
     with pytest.raises(TuningError, match="capacity search"):
-        Tuner(_options(tmp_path, cap_space, trials=1, step_requests=50), runner=runner).prepare()
+        Tuner(_options(tmp_path, cap_space, trials=1, confidence=0.9), runner=runner).prepare()
     # throughput studies keep their generic constraints
     assert parse_slos([SLO])[0].key == "p99_ttft_ms"
 
@@ -198,31 +204,32 @@ def test_the_runaway_guard_takes_the_best_finished_rate_and_too_slow_is_a_config
     assert not any("retry_of" in t.user_attrs for t in trials)
 
 
-@pytest.mark.parametrize(("confirm_step", "expected_step"), [(None, 20.0), (7.0, 7.0)])
-def test_confirmation_steps_are_at_least_20_s_unless_told(tmp_path, cap_space, confirm_step, expected_step):
-    """The study screens with its own 5 s steps; the confirmation's searches run 20 s steps by default
-    (a server past its sustained rate held its TPOT for 6-7 s on the H200), or --confirm-step-seconds."""
+@pytest.mark.parametrize(("confirm_step", "expected_step"), [(None, 60.0), (90.0, 90.0)])
+def test_confirmation_steps_take_the_study_length_unless_told(tmp_path, cap_space, confirm_step, expected_step):
+    """The confirmation's searches run steps of at most --step-seconds (60 here), or
+    --confirm-step-seconds; each round is seeded by its number, so the baseline and the finalist meet
+    the same step sequences in one round and new ones in the next."""
     calls: list = []
 
     def measure(call):
         slots = int(call.values.get("max_running_requests") or 2)
-        calls.append((call.run_dir, call.workload.request_rate, call.requests))
-        return model_step(call.slos, slots=slots, prefill_s=0.25 if slots == 1 else 0.02)(
-            call.workload.request_rate, call.requests, None
-        )
+        calls.append((call.run_dir, call.workload.request_rate, call.requests, call.workload.seed))
+        return model_records(call, slots=slots, prefill_s=0.25 if slots == 1 else 0.02)
 
-    opts = _options(tmp_path, cap_space, confirm_rounds=1, trials=4, confirm_step_seconds=confirm_step)
+    opts = _options(tmp_path, cap_space, confirm_rounds=2, trials=4, confirm_step_seconds=confirm_step)
     result = Tuner(opts, runner=FakeRunner(measure)).run()
     assert result.confirmation["step_s"] == expected_step
-    confirming = [c for c in calls if "confirm" in c[0].parts]
-    screening = [c for c in calls if "confirm" not in c[0].parts]
-    assert confirming and screening
-    for _, rate, requests in screening:
-        assert requests == step_requests(rate, 5.0, 100)
-    for _, rate, requests in confirming:
-        assert requests == step_requests(rate, expected_step, 100)
-    # at least one confirmation step is long enough for the step length to decide its size
-    assert any(requests > 100 for _, _, requests in confirming)
+    confirming = [c for c in calls if "confirm" in c[0].parts and c[1] is not None and "soak" not in c[0].name]
+    assert confirming
+    for _, rate, requests, _ in confirming:
+        assert requests >= int(rate * expected_step * 1.2) + 50
+    rounds: dict = {}
+    for run_dir, _, _, seed in confirming:
+        rounds.setdefault(run_dir.parent.name.split("-")[0], {}).setdefault(run_dir.parent.name, []).append(seed)
+    for name, by_trial in rounds.items():
+        firsts = {seeds[0] for seeds in by_trial.values()}
+        assert len(firsts) == 1, (name, by_trial)  # one round, one first step for every config
+    assert len({next(iter(v.values()))[0] for v in rounds.values()}) == len(rounds)  # rounds differ
 
 
 def test_the_written_preset_launches_what_the_winner_ran_over_the_study_preset(tmp_path, cap_space):
@@ -241,7 +248,7 @@ def test_the_written_preset_launches_what_the_winner_ran_over_the_study_preset(t
     def measure(call):
         launched[next(p for p in call.run_dir.parts if p.startswith("trial-"))] = call.resolution
         slots = int(call.values.get("max_running_requests") or 2)
-        return model_step(call.slos, slots=slots, prefill_s=0.02)(call.workload.request_rate, call.requests, None)
+        return model_records(call, slots=slots, prefill_s=0.02)
 
     result = Tuner(_options(tmp_path, cap_space, preset=str(preset), trials=4), runner=FakeRunner(measure)).run()
     written = build_preset(result)
@@ -259,8 +266,12 @@ def test_the_written_preset_launches_what_the_winner_ran_over_the_study_preset(t
 @pytest.mark.parametrize(
     ("confirm", "says"),
     [
-        (0, "a capacity search per trial from 4 req/s with 5 s steps"),
-        (1, "a capacity search per trial from 4 req/s with 5 s steps (confirmation: 20 s steps)"),
+        (0, "a certified capacity search per trial from 4 req/s, steps up to 60 s at 95% confidence"),
+        (
+            1,
+            "a certified capacity search per trial from 4 req/s, steps up to 60 s at 95% confidence "
+            "(confirmation: steps up to 60 s, then 60 s soaks)",
+        ),
     ],
 )
 def test_the_study_line_says_what_a_capacity_trial_measures(tmp_path, cap_space, confirm, says):
@@ -276,7 +287,7 @@ def test_the_study_line_says_what_a_capacity_trial_measures(tmp_path, cap_space,
 
 
 def test_confirming_a_resumed_study_again_keeps_the_earlier_confirmation(tmp_path, cap_space, capsys, monkeypatch):
-    """A second confirmation (here with 7 s steps after the default 20 s) gets its own directory, past
+    """A second confirmation (here with 90 s steps after the default 60 s) gets its own directory, past
     one an interrupted confirmation left, and its own record: the first one's stay, the report shows both."""
     from servetune.tuner import load_result
     from servetune.tuner.report import print_summary
@@ -287,7 +298,7 @@ def test_confirming_a_resumed_study_again_keeps_the_earlier_confirmation(tmp_pat
         def measure(call):
             calls.append(call.run_dir)
             slots = int(call.values.get("max_running_requests") or 2)
-            return model_step(call.slos, slots=slots, prefill_s=0.02)(call.workload.request_rate, call.requests, None)
+            return model_records(call, slots=slots, prefill_s=0.02)
 
         return FakeRunner(measure)
 
@@ -298,20 +309,20 @@ def test_confirming_a_resumed_study_again_keeps_the_earlier_confirmation(tmp_pat
     left = tmp_path / "study" / "confirm-2" / "r1-trial-0000"  # an interrupted confirmation's leftovers
     left.mkdir(parents=True)
     (left / "server.log").write_text("interrupted\n")
-    again = Tuner(_options(tmp_path, cap_space, confirm_rounds=1, trials=4, confirm_step_seconds=7.0), runner=runner())
+    again = Tuner(_options(tmp_path, cap_space, confirm_rounds=1, trials=4, confirm_step_seconds=90.0), runner=runner())
     result = again.run()
     assert calls and all("confirm-3" in p.parts for p in calls), calls
     assert (left / "server.log").read_text() == "interrupted\n"
     history = again.study.user_attrs["confirmations"]
-    assert [c["step_s"] for c in history] == [20.0, 7.0]
-    assert again.study.user_attrs["confirmation"] == history[-1] and result.confirmation["step_s"] == 7.0
+    assert [c["step_s"] for c in history] == [60.0, 90.0]
+    assert again.study.user_attrs["confirmation"] == history[-1] and result.confirmation["step_s"] == 90.0
     assert history[0]["run_dir"].endswith("confirm") and history[1]["run_dir"].endswith("confirm-3")
     loaded = load_result(again.study, again.storage_url)
     assert loaded.confirmations == history
     monkeypatch.setenv("COLUMNS", "300")
     print_summary(loaded)
     out = capsys.readouterr().out
-    assert "with 7 s steps" in out and "an earlier confirmation" in out and "with 20 s steps" in out
+    assert "with steps up to 90 s" in out and "an earlier confirmation" in out and "with steps up to 60 s" in out
 
 
 def test_tune_report_into_a_file_is_not_folded_to_80_columns(tmp_path, cap_space):

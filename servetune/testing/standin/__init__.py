@@ -52,6 +52,25 @@ effect, KV capacity, start-up delay). Resolution of unset fields:
 | `SERVETUNE_STANDIN_NOISE` | relative sigma of log-normal noise on service times (default 0) |
 | `SERVETUNE_STANDIN_SEED` | seed of that noise (default 0) |
 | `SERVETUNE_STANDIN_MAX_CHUNKS` | most SSE chunks per response; tokens are grouped (default 16) |
+| `SERVETUNE_STANDIN_LOG_INTERVAL_S` | real seconds between `Decode batch` log lines at most (default 0.5; 0 = none) |
+
+**Scheduler log lines.** Like SGLang's scheduler, the engine logs its batches, in SGLang 0.5.17's
+format (what `servetune.launch.parse_scheduler_line` reads), one line per request's prefill as it
+starts and, while requests decode, a decode line at most every `LOG_INTERVAL_S`, written when a
+decoded chunk finds the interval passed (so not during a long idle or a single slow chunk):
+
+    [2026-12-01 22:40:15] Prefill batch, #new-seq: 1, #new-token: N, #cached-token: 0, token usage: U,
+        #running-req: R, #queue-req: Q, #pending-token: 0, cuda graph: False, input throughput (token/s): X
+    [2026-12-01 22:40:15] Decode batch, #running-req: R, #token: T, token usage: U, cuda graph: B,
+        gen throughput (token/s): G, #queue-req: Q
+
+(one line each), where N is the request's prompt tokens (images included), T the KV tokens in use
+(reserved at admission: input + `max_tokens` of each running request), U = T / KV capacity (2
+decimals), R the requests decoding, Q the requests queued for admission, X = N per simulated second
+of its prefill, B = R <= `cuda_graph_max_bs_decode`, and G the output tokens emitted since the
+previous decode line (or since decoding began after an idle spell) per real second. Unlike SGLang
+there are no batched prefills (`#new-seq` is always 1), no prefix cache hits and no
+`decode_log_interval`: the interval is in seconds, not decode steps.
 
 **The landscape** (simulated milliseconds; real time = simulated × TIME_SCALE):
 

@@ -18,6 +18,9 @@ from servetune.testing.standin._config import Knobs, kv_capacity
 
 IMAGE_TOKENS = 1000
 MEDIA_CACHE_ENTRIES = 512
+LOG_INTERVAL_ENV = "SERVETUNE_STANDIN_LOG_INTERVAL_S"
+DEFAULT_LOG_INTERVAL_S = 0.5
+"""Real seconds between two `Decode batch` lines at most (`LOG_INTERVAL_ENV`; 0 = none)."""
 
 OOM_TRACE = """Traceback (most recent call last):
   File "/sglang/srt/managers/scheduler.py", line 2731, in run_scheduler_process
@@ -52,9 +55,22 @@ class Request:
 
 
 class Engine:
-    """Admission queue, running batch and timed token emission; thread-safe."""
+    """Admission queue, running batch and timed token emission; thread-safe.
 
-    def __init__(self, resolved: dict[str, Any], knobs: Knobs, env: dict[str, str] | None = None) -> None:
+    With `log` (e.g. `_server.log`), it logs SGLang 0.5.17's scheduler lines through it: a
+    `Prefill batch, ...` line as each request's prefill starts and, while requests decode, a
+    `Decode batch, ...` line at most every `$SERVETUNE_STANDIN_LOG_INTERVAL_S` real seconds (default
+    0.5; 0 = none), written from the decode path when a chunk is done (the package docstring).
+    Lines are composed under the engine's lock and written outside it, one at a time.
+    """
+
+    def __init__(
+        self,
+        resolved: dict[str, Any],
+        knobs: Knobs,
+        env: dict[str, str] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         env = os.environ if env is None else env
         self.cfg = resolved
         self.knobs = knobs
@@ -81,6 +97,11 @@ class Engine:
         self._media: OrderedDict[str, None] = OrderedDict()
         self._lane = threading.Lock()
         self._run_factor = random.Random(knobs.seed).lognormvariate(0.0, knobs.noise / 2) if knobs.noise > 0 else 1.0
+        self._log = log
+        self.log_interval_s = _log_interval(env)
+        self._log_lock = threading.Lock()
+        self._gen_tokens = 0
+        self._gen_since = time.monotonic()
 
     def _sleep(self, sim_ms: float, rng: random.Random | None) -> None:
         factor = self._run_factor
@@ -134,6 +155,51 @@ class Engine:
             die(OOM_TRACE.format(gib=1.25))
         return served
 
+    def _usage(self) -> float:
+        return self._kv_used / self.capacity if self.capacity > 0 else 0.0
+
+    def _prefill_line(self, tokens: int, prefill_ms: float) -> str:
+        """SGLang 0.5.17's prefill line for one request (the caller holds the lock)."""
+        rate = tokens * 1000.0 / prefill_ms if prefill_ms > 0 else 0.0
+        return (
+            f"Prefill batch, #new-seq: 1, #new-token: {tokens}, #cached-token: 0, token usage: {self._usage():.2f}, "
+            f"#running-req: {self._decoding}, #queue-req: {len(self._queue)}, #pending-token: 0, cuda graph: False, "
+            f"input throughput (token/s): {rate:.2f}"
+        )
+
+    def _decode_line(self, gen_throughput: float) -> str:
+        """SGLang 0.5.17's decode line for the running batch (the caller holds the lock)."""
+        running = self._decoding
+        return (
+            f"Decode batch, #running-req: {running}, #token: {self._kv_used}, token usage: {self._usage():.2f}, "
+            f"cuda graph: {running <= self.graph_bs}, gen throughput (token/s): {gen_throughput:.2f}, "
+            f"#queue-req: {len(self._queue)}"
+        )
+
+    def _emit(self, line: str | None) -> None:
+        if line is None or self._log is None:
+            return
+        try:
+            with self._log_lock:
+                self._log(line)
+        except (OSError, ValueError):
+            pass
+
+    def _emitted(self, n: int) -> None:
+        """Count `n` output tokens; log a decode line once the interval has passed since the last."""
+        if self._log is None or self.log_interval_s <= 0:
+            return
+        with self._cond:
+            self._gen_tokens += n
+            now = time.monotonic()
+            elapsed = now - self._gen_since
+            if elapsed < self.log_interval_s:
+                return
+            line = self._decode_line(self._gen_tokens / elapsed)
+            self._gen_tokens = 0
+            self._gen_since = now
+        self._emit(line)
+
     def _release(self, need: int) -> None:
         with self._cond:
             self._running -= 1
@@ -183,18 +249,23 @@ class Engine:
         rng = random.Random(self.knobs.seed * 1_000_003 + index) if self.knobs.noise > 0 else None
         try:
             self._wait_prefill_turn()
+            prefill_ms = _rules.prefill_ms(tokens, self.chunk) * self.slowdown
             with self._cond:
                 self._prefilling += tokens
                 running = self._running
+                line = self._prefill_line(tokens, prefill_ms) if self._log is not None else None
+            self._emit(line)
             try:
                 for url in req.images:
                     cost = self._image_ms(url, running)
                     with self._lane:
                         self._sleep(cost, rng)
-                self._sleep(_rules.prefill_ms(tokens, self.chunk) * self.slowdown, rng)
+                self._sleep(prefill_ms, rng)
             finally:
                 with self._cond:
                     self._prefilling -= tokens
+                    if self._decoding == 0:
+                        self._gen_tokens, self._gen_since = 0, time.monotonic()
                     self._decoding += 1
             yield from self._decode(req, rng)
         finally:
@@ -206,6 +277,7 @@ class Engine:
         per_chunk = _rules.tokens_per_chunk(self.cfg["stream_interval"], req.max_tokens, self.knobs.max_chunks)
         first = min(1, req.max_tokens)
         if first:
+            self._emitted(first)
             yield first
         left = req.max_tokens - first
         while left > 0:
@@ -216,7 +288,21 @@ class Engine:
                 self._cond.notify_all()
             self._sleep(step * n, rng)
             left -= n
+            self._emitted(n)
             yield n
+
+
+def _log_interval(env: Any) -> float:
+    """`$SERVETUNE_STANDIN_LOG_INTERVAL_S` (default 0.5; 0 or less = no decode lines); a malformed
+    value is a usage error naming the variable, as `Knobs.from_env` makes it."""
+    raw = env.get(LOG_INTERVAL_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_LOG_INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"standin: {LOG_INTERVAL_ENV}={raw!r} is not a valid float") from None
+    return value if value > 0 else 0.0
 
 
 def _int_or(raw: str | None, default: int) -> int:

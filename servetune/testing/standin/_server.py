@@ -33,7 +33,7 @@ class State:
         self.resolved = resolved
         self.knobs = knobs
         self.argv = argv
-        self.engine = Engine(resolved, knobs)
+        self.engine = Engine(resolved, knobs, log=log)
         self.status = "Starting"
         self.started = started
         self.ready_at: float | None = None

@@ -1,0 +1,612 @@
+"""The verdict of one capacity step: met, missed, undecided or invalid, with a stated confidence.
+
+A step offers Poisson arrivals at one rate and `StepJudge.look(records, now)` is asked, as requests
+complete, whether it may stop. Its parts:
+
+- **Warm-up.** Arrivals in the step's first `warmup_s` load the server but are judged by nothing
+  (a server is slower while its batch fills, and a fresh launch compiles kernels on first use).
+- **Percentile SLOs** (`p99_tpot_ms<=25`): the judged requests in arrival order, up to the first one
+  whose outcome is still open, counted over the bound (`stats.SequentialBinomial`: met once the share
+  over is certainly within what the percentile allows, missed once it certainly exceeds it, at
+  `confidence`, valid however often it is looked at). A request whose latency already exceeds a bound
+  while in flight counts as over at once; a failed request is over every bound. ITL counts gaps.
+  TTFT and E2E run from the scheduled arrival, so a client that falls behind cannot hide a queue.
+  A mean SLO is judged by its confidence interval over time bins.
+- **Backlog.** A server that falls behind can hold its latencies for a while. Requests in flight
+  (from their scheduled arrival) are sampled on time bins of `bin_s`; their trend's slope, with a
+  HAC error (`stats.trend`: neighbouring bins share queue state), says whether they pile up. The step
+  is missed when they certainly do and, extrapolated to `horizon_s` after the step's start, the extra
+  requests in flight (Little's law: each waits one completion interval) or the measured TTFT trend
+  would break the queueing bound (the TTFT SLO's bound, else `queue_bound_ms`). The backlog must be
+  readable (`min_bins` bins after the warm-up) before a step can be met.
+- **The client.** A step whose client sent its arrivals at under `OFFERED_MIN` of their schedule did
+  not test its rate: invalid, not a verdict.
+
+A step ends at its first decision (a soak only at its end, unless missed) or at `max_s`, where an
+open verdict becomes `undecided` (counts as not met, shown as such).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from servetune.bench.slo import LatencySlo, request_latency_ms, statistic
+from servetune.bench.stats import SequentialBinomial, min_judged, t_quantile, trend
+
+if TYPE_CHECKING:
+    from servetune.bench.metrics import RequestRecord
+
+__all__ = ["OFFERED_MIN", "BacklogCheck", "SloCheck", "StepJudge", "StepRules", "StepVerdict", "replay"]
+
+OFFERED_MIN = 0.9
+"""A step whose client sent its arrivals at under this share of their schedule did not test its rate."""
+OFFERED_MIN_SENT = 20
+"""Arrivals sent before the client's pace is judged."""
+MIN_POINTS = 8
+"""Time bins a trend is fitted on at least."""
+
+State = Literal["open", "met", "missed", "undecided", "invalid"]
+
+
+@dataclass(frozen=True)
+class StepRules:
+    """How steps are judged (the capacity options of `bench`, `compare` and `tune`)."""
+
+    confidence: float = 0.95
+    """Confidence of every SLO decision (`--confidence`)."""
+    warmup_s: float = 5.0
+    """Seconds of arrivals at each step's start that no verdict judges (`--step-warmup-seconds`)."""
+    horizon_s: float = 300.0
+    """The backlog test extrapolates to this many seconds after the step's start (`--soak-horizon`)."""
+    queue_bound_ms: float = 2000.0
+    """The queueing bound of the backlog test when no TTFT SLO gives one (Sarathi-Serve bounds the
+    median scheduling delay at 2 s)."""
+    max_failed: float = 0.01
+    """Largest share of failed requests in a met step."""
+    bin_s: float = 1.0
+    """Width of the backlog test's time bins (s); wider at low rates, so a bin holds 3 arrivals."""
+    backlog_s: float = 30.0
+    """Seconds of judged arrivals (after the warm-up) before the backlog test first decides: a
+    shorter window reads an arrival burst as a backlog (GuideLLM's detector waits 30 s too)."""
+    min_overload: float = 0.025
+    """The backlog test flags growth of at least this share of the rate (requests in flight per second
+    over the offered rate; or queueing delay in s per s): half the search's default resolution, the
+    smallest overload a search could act on."""
+
+    def bin_width(self, rate: float) -> float:
+        """The bin width at `rate`: `bin_s`, or wide enough for 3 arrivals, and at most an eighth of
+        `backlog_s` (the trend needs points)."""
+        width = max(self.bin_s, 3.0 / rate) if rate > 0 else self.bin_s
+        return min(width, self.backlog_s / MIN_POINTS)
+
+    def min_bins(self, rate: float) -> int:
+        """Bins of the backlog test's first decision at `rate`."""
+        return max(MIN_POINTS, math.ceil(self.backlog_s / self.bin_width(rate) - 1e-9))
+
+
+class SloCheck(BaseModel):
+    """One SLO at a look: what was counted and what it decided."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    slo: str
+    """The SLO as written."""
+    judged: int
+    """Samples judged (requests in arrival order up to the first still open; ITL: their gaps)."""
+    over: int
+    """Samples over the bound among them (failed requests included)."""
+    value_ms: float
+    """The statistic over the judged samples that have a value (ms)."""
+    bound_ms: float
+    """The bound (ms)."""
+    decision: Literal["met", "missed"] | None = None
+    """The sequential test's decision so far (None: open)."""
+    needed: int | None = None
+    """Judged samples a percentile SLO needs to be met with as many over as now."""
+    reachable: int | None = None
+    """Samples the step can judge by its end at this pace: below `needed`, it can no longer be met."""
+
+    @property
+    def futile(self) -> bool:
+        """Open, and it cannot be met before the step ends."""
+        return (
+            self.decision is None
+            and self.reachable is not None
+            and (self.needed is None or self.needed > self.reachable)
+        )
+
+
+class BacklogCheck(BaseModel):
+    """The backlog test at a look."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    bins: int
+    """Time bins after the warm-up."""
+    in_flight: float
+    """Mean requests in flight over the bins (from their scheduled arrival)."""
+    slope: float | None = None
+    """Trend of requests in flight (per second)."""
+    slope_low: float | None = None
+    """Its lower confidence bound."""
+    slope_high: float | None = None
+    """Its upper confidence bound."""
+    completion_rate: float
+    """Completions per second after the warm-up."""
+    delay_ms: float
+    """The queueing level now: the TTFT SLO's statistic (else the median TTFT), from the arrival."""
+    delay_bound_ms: float
+    """The queueing bound: the TTFT SLO's bound, else `StepRules.queue_bound_ms`."""
+    delay_slope_ms_s: float | None = None
+    """Trend of the mean TTFT from the arrival over the judged bins (ms per second)."""
+    projected_delay_ms: float | None = None
+    """The queueing level extrapolated to the horizon at the slopes' lower bounds (what certainly comes)."""
+    forecast_delay_ms: float | None = None
+    """The same at the slopes' upper bounds (what may come): a soak's forecast."""
+    state: Literal["growing", "flat"] | None = None
+    """`growing`: certainly falling behind; `flat`: readable and not; None: not yet readable."""
+
+
+class StepVerdict(BaseModel):
+    """A step's verdict (or the state of one still running)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    state: State
+    """`met`, `missed`, `undecided` (open at the step's end: not met), `invalid` (the client could not
+    hold the rate: not a verdict), or `open` while the step runs."""
+    why: str = ""
+    """What decided it, or what is still open."""
+    at_s: float
+    """Seconds since the step's first arrival at this look."""
+    sent: int
+    """Arrivals sent."""
+    judged: int
+    """Arrivals after the warm-up."""
+    failed: int
+    """Failed requests among the judged."""
+    confidence: float
+    """The confidence of its SLO decisions."""
+    slos: list[SloCheck]
+    """One per SLO."""
+    backlog: BacklogCheck | None = None
+    """The backlog test (None before any bin)."""
+    offered_ratio: float | None = None
+    """Scheduled over actual sending time of the arrivals (1.0: the client kept its schedule)."""
+
+    @property
+    def met(self) -> bool:
+        return self.state == "met"
+
+
+class StepJudge:
+    """Judges one step at one rate against `slos` (module docstring).
+
+    Args:
+        slos: The latency SLOs.
+        rules: How to judge.
+        rate: The step's Poisson rate (req/s).
+        max_s: The step's longest run (s); at it, an open verdict is `undecided`.
+        soak: A soak: met only at `max_s` (it may still stop early when missed).
+    """
+
+    def __init__(
+        self, slos: Sequence[LatencySlo], rules: StepRules, *, rate: float, max_s: float, soak: bool = False
+    ) -> None:
+        self.slos = tuple(slos)
+        self.rules = rules
+        self.rate = rate
+        self.max_s = max_s
+        self.soak = soak
+        self.width = rules.bin_width(rate)
+        self._min_bins = rules.min_bins(rate)
+        self._tests = {
+            s: SequentialBinomial(1.0 - s.quantile, rules.confidence) for s in self.slos if s.quantile is not None
+        }
+        self._failures = SequentialBinomial(rules.max_failed, rules.confidence)
+        ttft = [s for s in self.slos if s.metric == "ttft"]
+        self._delay = min(ttft, key=lambda s: s.bound_ms) if ttft else None
+        self._prefix = {s: _Prefix() for s in self.slos}
+        self._ttfts = _Prefix()
+        self._records: Sequence[RequestRecord] | None = None
+        self._first = 0
+        self._checkpoint = 0
+        self._backlog_state: Literal["growing", "flat"] | None = None
+        self.last: StepVerdict | None = None
+
+    def needed(self) -> int:
+        """Judged requests the strictest percentile SLO needs to be met (none over)."""
+        counts = [min_judged(t.allowed, t.confidence) or 0 for t in self._tests.values()]
+        return max(counts, default=0)
+
+    def shortfall(self) -> str | None:
+        """Why a step this long cannot reach a verdict at its rate, or None."""
+        need = self.needed()
+        span = self.max_s - self.rules.warmup_s
+        if self.rate * span >= need and span >= self.rules.backlog_s:
+            return None
+        seconds = self.rules.warmup_s + max(need / self.rate, self.rules.backlog_s)
+        return (
+            f"at {self.rate:.4g} req/s a {self.max_s:g} s step judges about {self.rate * max(span, 0):.0f} requests, "
+            f"and a verdict at {self.rules.confidence:.0%} confidence needs {need}: it needs {seconds:.0f} s"
+        )
+
+    def look(self, records: Sequence[RequestRecord], now: float) -> StepVerdict:
+        """The verdict so far, from every record sent (in arrival order) at `now` (the records' clock).
+
+        `records` is the step's one growing list, the same object at every look: what the judge has
+        counted is kept between looks (a request's outcome, once known, does not change)."""
+        verdict = self._judge(records, now, final=False)
+        self.last = verdict
+        return verdict
+
+    def close(self, records: Sequence[RequestRecord], now: float) -> StepVerdict:
+        """The final verdict: the last look, with `open` turned `undecided`."""
+        verdict = self._judge(records, now, final=True)
+        self.last = verdict
+        return verdict
+
+    def done(self, verdict: StepVerdict) -> bool:
+        """Whether the step may stop at this verdict."""
+        return verdict.state != "open"
+
+    def _judge(self, records: Sequence[RequestRecord], now: float, *, final: bool) -> StepVerdict:
+        rules = self.rules
+        if not records:
+            state: State = "undecided" if final else "open"
+            return StepVerdict(
+                state=state, why="no request was sent", at_s=0.0, sent=0, judged=0, failed=0,
+                confidence=rules.confidence, slos=[],
+            )  # fmt: skip
+        if records is not self._records:
+            self._records = records
+            self._prefix = {s: _Prefix() for s in self.slos}
+            self._ttfts = _Prefix()
+            self._first = self._checkpoint = 0
+            self._backlog_state = None
+        t0 = records[0].arrival
+        rel = now - t0
+        while self._first < len(records) and records[self._first].arrival - t0 < rules.warmup_s:
+            self._first += 1
+        judged = records[self._first :] if isinstance(records, list) else list(records)[self._first :]
+        failed = sum(1 for r in judged if r.finished and not r.success)
+        remaining = self.rate * max(0.0, self.max_s - rel)
+        checks = [self._check(s, judged, now, remaining) for s in self.slos]
+        backlog = self._backlog(records, judged, t0, now, checks)
+        offered = _offered_ratio(records)
+        base = dict(
+            at_s=rel, sent=len(records), judged=len(judged), failed=failed, confidence=rules.confidence,
+            slos=checks, backlog=backlog, offered_ratio=offered,
+        )  # fmt: skip
+        if offered is not None and len(records) >= OFFERED_MIN_SENT and offered < OFFERED_MIN:
+            return StepVerdict(
+                state="invalid",
+                why=f"the client sent only {offered:.0%} of the rate (it cannot generate this load)",
+                **base,
+            )
+        missed = [f"{c.slo} ({c.over} of {c.judged} over)" for c in checks if c.decision == "missed"]
+        finished = sum(1 for r in judged if r.finished)
+        if self._failures.decide(finished, failed) == "missed":
+            missed.append(f"{failed} of {finished} requests failed")
+        if backlog is not None and backlog.state == "growing":
+            missed.append(
+                f"falls behind: {backlog.slope_low:+.2f} requests in flight per s at least, queueing "
+                f"{backlog.projected_delay_ms:.0f} ms by {rules.horizon_s:g} s (bound {backlog.delay_bound_ms:g})"
+            )
+        if missed:
+            return StepVerdict(state="missed", why="; ".join(missed), **base)
+        futile = [
+            f"{c.slo} cannot be met in {self.max_s:g} s ({c.over} of {c.judged} over; "
+            f"{c.needed or 'too many'} judged needed, {c.reachable} reachable)"
+            for c in checks
+            if c.futile
+        ]
+        if futile:
+            return StepVerdict(state="undecided", why="; ".join(futile), **base)
+        open_ = [
+            f"{c.slo}: {c.judged} judged, {c.over} over, needs {c.needed or '?'}" for c in checks if c.decision is None
+        ]
+        if backlog is None or backlog.state is None:
+            if backlog is None or backlog.bins < self._min_bins:
+                open_.append(f"backlog: {backlog.bins if backlog else 0} of {self._min_bins} bins")
+            else:
+                open_.append("backlog: not yet shown steady")
+        if finished and failed / finished > rules.max_failed:
+            open_.append(f"{failed} of {finished} failed")
+        if self.soak and rel < self.max_s and not final:
+            open_.append("soaking")
+        if not open_:
+            return StepVerdict(state="met", why="", **base)
+        return StepVerdict(state="undecided" if final else "open", why="; ".join(open_), **base)
+
+    def _check(self, slo: LatencySlo, judged: Sequence[RequestRecord], now: float, remaining: float) -> SloCheck:
+        """One SLO's count and decision; `remaining`: arrivals still to come before the step's end."""
+        prefix = self._prefix[slo]
+        prefix.advance(judged, lambda r: _outcome(r, slo, now))
+        n, over = prefix.n, prefix.over
+        value = statistic(prefix.values, slo.stat)
+        test = self._tests.get(slo)
+        if test is None:
+            return SloCheck(
+                slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms,
+                decision=self._mean_decision(slo, judged, now),
+            )  # fmt: skip
+        per_request = n / prefix.cursor if prefix.cursor else 1.0
+        return SloCheck(
+            slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms, decision=test.decide(n, over),
+            needed=min_judged(test.allowed, test.confidence, over),
+            reachable=int(n + per_request * (len(judged) - prefix.cursor + remaining)),
+        )  # fmt: skip
+
+    def _mean_decision(self, slo: LatencySlo, judged: Sequence[RequestRecord], now: float) -> str | None:
+        """A mean SLO: met when its upper confidence bound (bins of completed requests) is within the
+        bound, missed when its lower one is over."""
+        if not judged:
+            return None
+        t0 = judged[0].arrival
+        bins: dict[int, list[float]] = {}
+        for r in judged:
+            outcome = _outcome(r, slo, now)
+            if outcome is None:
+                break
+            for v in outcome[2]:
+                bins.setdefault(int((r.arrival - t0) // self.width), []).append(v)
+        means = [math.fsum(v) / len(v) for _, v in sorted(bins.items())]
+        if len(means) < self._min_bins:
+            return None
+        mean = math.fsum(means) / len(means)
+        margin = t_quantile(self.rules.confidence, len(means) - 1) * _mean_se(means, self._lag(judged) or 1)
+        if mean + margin <= slo.bound_ms:
+            return "met"
+        if mean - margin > slo.bound_ms:
+            return "missed"
+        return None
+
+    def _backlog(
+        self,
+        records: Sequence[RequestRecord],
+        judged: Sequence[RequestRecord],
+        t0: float,
+        now: float,
+        checks: Sequence[SloCheck],
+    ) -> BacklogCheck | None:
+        """The backlog test (module docstring). Its decision is taken at checkpoints of `min_bins`,
+        twice, four times ... as many bins, the k-th at confidence 1 - (1 - confidence) / 2^(k+1), so
+        that looking again and again cannot add up to more than one test's error; between checkpoints
+        the last decision stands."""
+        rules, w = self.rules, self.width
+        start = t0 + rules.warmup_s
+        count = int((now - start) // w)
+        if count < 1:
+            return None
+        edges = [start + j * w for j in range(count + 1)]
+        ends = sorted(r.end for r in records if r.finished)
+        in_flight = _bin_means(sorted(r.arrival for r in records), ends, edges)
+        completions = bisect.bisect_right(ends, now) - bisect.bisect_left(ends, start)
+        rate = max(completions, 1) / max(now - start, 1e-9)
+        self._ttfts.advance(judged, _ttft_known)
+        ttfts = self._ttfts.pairs
+        if self._delay is not None:
+            bound = self._delay.bound_ms
+            level = next(c.value_ms for c, s in zip(checks, self.slos) if s is self._delay)
+        else:
+            bound = rules.queue_bound_ms
+            level = statistic([v for _, v in ttfts], "p50")
+        out = BacklogCheck(
+            bins=count, in_flight=math.fsum(in_flight) / count, completion_rate=rate, delay_ms=level,
+            delay_bound_ms=bound, state=self._backlog_state,
+        )  # fmt: skip
+        fit = trend([(e + w / 2) - t0 for e in edges[:-1]], in_flight, lag=self._lag(judged))
+        if fit is None:
+            return out
+        horizon = max(rules.horizon_s, now - t0)
+        low, high = fit.bounds(rules.confidence)
+        delay = self._delay_trend(ttfts, t0)
+        d_low, d_high = delay.bounds(rules.confidence) if delay is not None else (0.0, 0.0)
+        ahead = max(0.0, horizon - fit.t_mean)
+        d_ahead = max(0.0, horizon - delay.t_mean) if delay is not None else 0.0
+        projected = max(level + max(0.0, low) * ahead / rate * 1000.0, level + max(0.0, d_low) * d_ahead)
+        forecast = max(level + max(0.0, high) * ahead / rate * 1000.0, level + max(0.0, d_high) * d_ahead)
+        if count >= _checkpoint(self._min_bins, self._checkpoint):
+            self._checkpoint += 1
+            conf = 1.0 - _spent(1.0 - rules.confidence, self._checkpoint - 1) / 2  # split between the two signals
+            c_low, c_high = fit.bounds(conf)
+            d_bounds = delay.bounds(conf) if delay is not None else None
+            small = rules.min_overload * self.rate  # requests in flight per s
+            piling = c_low > small and level + c_low * ahead / rate * 1000.0 > bound
+            slower = (
+                d_bounds is not None
+                and d_bounds[0] > rules.min_overload * 1000.0
+                and (level + d_bounds[0] * d_ahead > bound)
+            )
+            steady = c_high < small and (d_bounds is None or d_bounds[1] < rules.min_overload * 1000.0)
+            self._backlog_state = "growing" if piling or slower else "flat" if steady else None
+        return out.model_copy(
+            update=dict(
+                slope=fit.slope, slope_low=low, slope_high=high,
+                delay_slope_ms_s=delay.slope if delay is not None else None, projected_delay_ms=projected,
+                forecast_delay_ms=forecast, state=self._backlog_state,
+            )
+        )  # fmt: skip
+
+    def _delay_trend(self, ttfts: Sequence[tuple[float, float]], t0: float):
+        """The trend of the mean TTFT from the arrival over bins of the judged, TTFT-known prefix."""
+        bins: dict[int, list[float]] = {}
+        start = t0 + self.rules.warmup_s
+        for arrival, value in ttfts:
+            bins.setdefault(int((arrival - start) // self.width), []).append(value)
+        if len(bins) < 4:
+            return None
+        keys = sorted(bins)
+        return trend(
+            [self.rules.warmup_s + (k + 0.5) * self.width for k in keys],
+            [math.fsum(bins[k]) / len(bins[k]) for k in keys],
+        )
+
+    def _lag(self, judged: Sequence[RequestRecord]) -> int | None:
+        """The Newey-West lag: at least the bins a slow request spans (queue state carries over that long)."""
+        lat = sorted(r.lag + r.latency for r in judged if r.finished and r.success)
+        if not lat:
+            return None
+        return max(1, math.ceil(lat[int(0.9 * (len(lat) - 1))] / self.width))
+
+
+def _outcome(r: RequestRecord, slo: LatencySlo, now: float) -> tuple[int, int, list[float]] | None:
+    """(samples, over, values in ms) of one request for `slo` at `now`, or None while it is open."""
+    if r.finished and not r.success:
+        return 1, 1, []
+    bound = slo.bound_ms
+    if slo.metric == "itl":
+        if not r.finished:
+            return None
+        gaps = [g * 1000.0 for g in r.itl]
+        return len(gaps), sum(1 for g in gaps if not slo.holds(g)), gaps
+    if r.finished:
+        value = request_latency_ms(r, slo.metric)
+        if value is None:
+            return 0, 0, []
+        return 1, 0 if slo.holds(value) else 1, [value]
+    # in flight: over once its latency already exceeds the bound
+    waited = (now - r.arrival) * 1000.0
+    if slo.metric == "ttft":
+        if r.ttft > 0.0:
+            value = (r.ttft + r.lag) * 1000.0
+            return 1, 0 if slo.holds(value) else 1, [value]
+        return (1, 1, []) if waited > bound else None
+    if slo.metric == "e2e":
+        return (1, 1, []) if waited > bound else None
+    if r.ttft > 0.0 and r.output_len > 1:  # tpot: the decode so far already exceeds the budget
+        decoding = (now - r.start - r.ttft) * 1000.0
+        return (1, 1, []) if decoding > bound * (r.output_len - 1) else None
+    return None
+
+
+def _ttft_known(r: RequestRecord) -> tuple[int, int, list[float]] | None:
+    """For the delay trend: a request's TTFT from the arrival once known (a failed one adds nothing)."""
+    if r.ttft > 0.0:
+        return 1, 0, [(r.ttft + r.lag) * 1000.0]
+    return (0, 0, []) if r.finished else None
+
+
+class _Prefix:
+    """What a judge has counted of one SLO: the judged requests in arrival order up to the first
+    whose outcome is still open (`advance` goes on from there at the next look)."""
+
+    def __init__(self) -> None:
+        self.cursor = 0
+        self.n = 0
+        self.over = 0
+        self.values: list[float] = []
+        self.pairs: list[tuple[float, float]] = []
+        """(arrival, value) of the requests with one value (the delay trend's points)."""
+
+    def advance(self, judged: Sequence[RequestRecord], outcome) -> None:
+        while self.cursor < len(judged):
+            r = judged[self.cursor]
+            got = outcome(r)
+            if got is None:
+                return
+            k, bad, vals = got
+            self.n += k
+            self.over += bad
+            self.values += vals
+            if len(vals) == 1:
+                self.pairs.append((r.arrival, vals[0]))
+            self.cursor += 1
+
+
+def _checkpoint(first: int, k: int) -> int:
+    """The bins of the backlog test's k-th checkpoint: `first`, then 1.5 times as many each."""
+    return math.ceil(first * 1.5**k)
+
+
+def _spent(alpha: float, k: int) -> float:
+    """The error the k-th checkpoint may spend: alpha * 6 / (pi^2 (k+1)^2), which sums to alpha."""
+    return alpha * 6.0 / (math.pi**2 * (k + 1) ** 2)
+
+
+def _bin_means(arrivals: Sequence[float], ends: Sequence[float], edges: Sequence[float]) -> list[float]:
+    """The time-averaged count in flight (arrived, not ended) over each bin between `edges`, from sorted
+    arrival and end times (prefix sums: the integral of a count of times <= t is a sum of overlaps)."""
+
+    def integral(times: Sequence[float], sums: list[float], a: float, b: float) -> float:
+        lo, hi = bisect.bisect_right(times, a), bisect.bisect_right(times, b)
+        return lo * (b - a) + (hi - lo) * b - (sums[hi] - sums[lo])
+
+    def prefix(times: Sequence[float]) -> list[float]:
+        out = [0.0]
+        for t in times:
+            out.append(out[-1] + t)
+        return out
+
+    sa, se = prefix(arrivals), prefix(ends)
+    return [(integral(arrivals, sa, a, b) - integral(ends, se, a, b)) / (b - a) for a, b in zip(edges, edges[1:])]
+
+
+def _mean_se(values: Sequence[float], lag: int) -> float:
+    """Newey-West standard error of the mean of a series."""
+    n = len(values)
+    m = math.fsum(values) / n
+    u = [v - m for v in values]
+    s = math.fsum(x * x for x in u)
+    for k in range(1, min(lag, n - 1) + 1):
+        s += 2.0 * (1.0 - k / (lag + 1.0)) * math.fsum(u[i] * u[i - k] for i in range(k, n))
+    return math.sqrt(max(s, 0.0)) / n
+
+
+def _offered_ratio(records: Sequence[RequestRecord]) -> float | None:
+    """Scheduled over actual sending time of the scheduled arrivals (None: fewer than two)."""
+    sched = [r for r in records if r.scheduled is not None]
+    if len(sched) < 2:
+        return None
+    sent = sched[-1].start - sched[0].start
+    if sent <= 0:
+        return None
+    return min(1.0, (sched[-1].scheduled - sched[0].scheduled) / sent)
+
+
+def replay(
+    records: Sequence[RequestRecord], judge: StepJudge, *, look_s: float = 0.5
+) -> tuple[StepVerdict, list[RequestRecord]]:
+    """Judge finished records (a recorded or simulated step) as a client would have seen them: look
+    every `look_s` seconds of their clock, each time at what was known then (sent, first token,
+    finished), up to the first decision or `judge.max_s`. Returns the verdict and the records as they
+    stood then (those still in flight unfinished, as a stopped step's client leaves them)."""
+    import heapq
+    from dataclasses import replace
+
+    ordered = sorted(records, key=lambda r: r.arrival)
+    if not ordered:
+        return judge.close([], 0.0), []
+    t0 = ordered[0].arrival
+    end = min(t0 + judge.max_s, max(r.end for r in ordered))
+    view: list[RequestRecord] = []
+    events: list[tuple[float, int, int]] = []  # (time, kind 0 first token / 1 end, index into view)
+    sent = 0
+    t = t0
+    while True:
+        t = min(t + look_s, end)
+        while sent < len(ordered) and ordered[sent].start <= t:
+            r = ordered[sent]
+            view.append(replace(r, finished=False, success=False, ttft=0.0, latency=0.0, itl=[], error=""))
+            if r.ttft > 0.0:
+                heapq.heappush(events, (r.start + r.ttft, 0, sent))
+            heapq.heappush(events, (r.end, 1, sent))
+            sent += 1
+        while events and events[0][0] <= t:
+            _, kind, i = heapq.heappop(events)
+            if kind == 0:
+                view[i].ttft = ordered[i].ttft
+            else:
+                view[i] = replace(ordered[i], finished=True)
+        verdict = judge.look(view, t)
+        if judge.done(verdict):
+            return verdict, view
+        if t >= end:
+            return judge.close(view, t), view
