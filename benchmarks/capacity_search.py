@@ -1,99 +1,85 @@
-"""The capacity search against a brute-force sweep, on one launched stand-in server (prints figures; not a test).
+"""The certified capacity search against the long-run truth of simulated batching servers (prints
+figures; not a test).
 
-    python benchmarks/capacity_search.py [--slo p99_ttft_ms<=400] [--set max_running_requests=4]
-        [--lo 1] [--hi 16] [--points 16] [--start-rate 8] [--resolution 0.1] [--step-seconds 2]
-        [--step-requests 32] [--time-scale 0.25]
+    python benchmarks/capacity_search.py [--slots 4 8 16] [--starts 2 8 32] [--seeds 0 1 2]
+        [--slo p99_ttft_ms<=200 --slo p99_tpot_ms<=12] [--truth-requests 30000]
 
-One stand-in server (`StandinRunner.start`: a real process and HTTP), then on it:
-- the sweep: every rate of a fine grid from --lo to --hi (--points + 1 rates), each a step judged as
-  the search judges one (`bench.capacity._judge`: every SLO, keep-up, failures); its capacity is the
-  highest met rate;
-- the search: `find_capacity` (bracket, bisect to --resolution, re-run near a bound, certain-miss stop).
-Printed: both capacities, whether they agree within the resolution (the sweep's capacity inside the
-search's bracket, widened by one grid step), and the cost of each (bench seconds and steps).
-Goal: the search costs at most a quarter of the sweep's time.
+For each server (`servetune.testing.simulated.BatchingServer` with a running limit of `--slots`):
+- the truth: the highest rate on a 0.25 req/s grid whose long run (`--truth-requests` requests) keeps
+  every SLO's share over its bound within 1%;
+- the searches: `find_capacity` with the default protocol from each start rate and sequence seed;
+  printed: the capacity, its bracket, whether it is certified, the steps, and the simulated seconds
+  of arrivals they took (what a real server would have spent on them).
+Printed at the end: the largest capacity over the truth (the protocol must not overstate it by more
+than its resolution), the spread of one server's capacities over starts and seeds (within +-5% of
+their median is the goal), and the median cost of a search.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import tempfile
-import time
-from pathlib import Path
+import statistics
+
+
+def truth(server, slos, lo: float, hi: float, requests: int) -> float:
+    """The highest rate of the grid whose long run keeps every SLO's share over its bound within 1%."""
+    from servetune.bench.slo import samples_ms
+    from servetune.testing.simulated import arrivals
+
+    best, rate = 0.0, lo
+    while rate <= hi + 1e-9:
+        records = server.serve(arrivals(rate, requests, 5), 5)
+        shares = [sum(not s.holds(v) for v in samples_ms(records, s.metric)) / len(records) for s in slos]
+        if max(shares) <= 0.01:
+            best = rate
+        rate += 0.25
+    return best
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--slo", action="append", help="latency SLO (repeatable; default p99_ttft_ms<=400)")
-    parser.add_argument("--set", dest="sets", action="append", help="pin FIELD=VALUE (default max_running_requests=4)")
-    parser.add_argument("--workload", default="text-chat")
-    parser.add_argument("--lo", type=float, default=1.0)
-    parser.add_argument("--hi", type=float, default=16.0)
-    parser.add_argument("--points", type=int, default=30)
-    parser.add_argument("--start-rate", type=float, default=8.0)
-    parser.add_argument("--resolution", type=float, default=0.1)
-    parser.add_argument("--step-seconds", type=float, default=2.0)
-    parser.add_argument("--step-requests", type=int, default=32)
-    parser.add_argument("--time-scale", type=float, default=0.25, help="the stand-in's SERVETUNE_STANDIN_TIME_SCALE")
-    args = parser.parse_args()
-    os.environ["SERVETUNE_STANDIN_TIME_SCALE"] = str(args.time_scale)
-
-    from servetune.bench import load_workload, run_benchmark
-    from servetune.bench.capacity import _judge, find_capacity, step_requests
+    from servetune.bench.capacity import find_capacity
     from servetune.bench.slo import parse_slos
-    from servetune.context import Context
-    from servetune.runner import CapacitySearch, step_workload
-    from servetune.testing import StandinRunner
+    from servetune.testing.simulated import BatchingServer, simulated_step
 
-    slos = parse_slos(args.slo or ["p99_ttft_ms<=400"])
-    workload = load_workload(args.workload)
-    ctx = Context.build("qwen3-8b", gpu="h200", workload=workload, sets=args.sets or ["max_running_requests=4"])
-    search = CapacitySearch(
-        start_rate=args.start_rate,
-        resolution=args.resolution,
-        step_s=args.step_seconds,
-        min_requests=args.step_requests,
-    )
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        StandinRunner(client="builtin").start(ctx.resolve(), run_dir=Path(tmp) / "server") as server,
-    ):
-
-        def step(rate: float, requests: int, should_stop):
-            wl = step_workload(workload, rate, requests, search.warmup_requests)
-            return run_benchmark(
-                server.url, wl, requests=requests, client="builtin", slos=slos, should_stop=should_stop
-            )
-
-        t0 = time.monotonic()
-        swept, sweep_steps = None, 0
-        grid = [args.lo + (args.hi - args.lo) * i / args.points for i in range(args.points + 1)]
-        for rate in grid:
-            requests = step_requests(rate, search.step_s, search.min_requests)
-            met, _, _ = _judge(rate, step(rate, requests, lambda *_: False), 0.9, 0.01)
-            sweep_steps += 1
-            print(f"  sweep {rate:7.3f} req/s  {'met' if met else 'missed'}", file=sys.stderr)
-            if met:
-                swept = rate
-        sweep_s = time.monotonic() - t0
-        t1 = time.monotonic()
-        cap = find_capacity(step, slos, **search.settings())
-        search_s = time.monotonic() - t1
-    grid_step = (args.hi - args.lo) / args.points
-    lo, hi = cap.request_rate or 0.0, cap.lowest_missed or float("inf")
-    agree = swept is not None and lo - grid_step <= swept <= hi + grid_step
-    print(f"SLOs {', '.join(str(s) for s in slos)}; pins {', '.join(args.sets or ['max_running_requests=4'])}")
-    print(f"sweep:  capacity {swept} req/s  ({sweep_steps} steps, {sweep_s:.1f} s; grid {grid_step:.3g} req/s)")
-    print(
-        f"search: capacity {cap.request_rate and round(cap.request_rate, 3)} req/s, bracket [{lo:.3f}, {hi:.3f}] "
-        f"({len(cap.steps)} steps, {search_s:.1f} s; resolution {args.resolution:.0%})"
-    )
-    print(f"agree within the resolution (one grid step of slack): {'yes' if agree else 'NO'}")
-    print(f"cost: the search took {search_s / sweep_s:.0%} of the sweep's time (goal: at most 25%)")
-    return 0 if agree else 1
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, nargs="+", default=[4, 8, 16])
+    parser.add_argument("--starts", type=float, nargs="+", default=[2.0, 8.0, 32.0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--slo", action="append", help="latency SLO (repeatable; default p99 TTFT 200, TPOT 12 ms)")
+    parser.add_argument("--truth-requests", type=int, default=30000)
+    args = parser.parse_args()
+    slos = parse_slos(args.slo or ["p99_ttft_ms<=200", "p99_tpot_ms<=12"])
+    print(f"SLOs {', '.join(map(str, slos))}; default protocol (95%, steps up to 120 s, resolution 5%)")
+    worst, spreads, costs = 0.0, [], []
+    for slots in args.slots:
+        server = BatchingServer(slots=slots)
+        true = truth(server, slos, 2.0, 16.0, args.truth_requests)
+        caps = []
+        for start in args.starts:
+            for seed in args.seeds:
+                cap = find_capacity(simulated_step(server), slos, start_rate=start, seed=seed)
+                sim_s = sum(s.at_s for s in cap.steps)
+                costs.append(sim_s)
+                if cap.request_rate is None:
+                    print(f"  slots {slots:3d} start {start:5.1f} seed {seed}: none ({cap.note})")
+                    continue
+                caps.append(cap.request_rate)
+                worst = max(worst, cap.request_rate / true - 1.0)
+                print(
+                    f"  slots {slots:3d} start {start:5.1f} seed {seed}: capacity {cap.request_rate:6.3f} "
+                    f"[{cap.request_rate:.3f}, {cap.lowest_missed or float('nan'):.3f}] "
+                    f"{'certified' if cap.certified else 'NOT certified'}, {len(cap.steps):2d} steps, "
+                    f"{sim_s:5.0f} s of arrivals ({cap.request_rate / true:.3f} of the truth)"
+                )
+        median = statistics.median(caps)
+        spread = max(abs(c / median - 1.0) for c in caps)
+        spreads.append(spread)
+        print(f"slots {slots}: truth {true:.2f} req/s; capacities median {median:.3f}, spread +-{spread:.1%}")
+    print(f"largest capacity over the truth: {worst:+.1%} (must be <= +5%)")
+    print(f"largest spread over starts and seeds: +-{max(spreads):.1%} (goal +-5%)")
+    print(f"median cost of a search: {statistics.median(costs):.0f} s of arrivals")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -86,7 +86,7 @@ class CapacitySearch:
 
         return StepRules(
             confidence=self.confidence, warmup_s=self.warmup_s, horizon_s=self.horizon_s,
-            backlog_s=self.backlog_s, min_overload=self.resolution / 2,
+            backlog_s=self.backlog_s, min_overload=self.resolution / 2, max_overload=self.resolution,
         )  # fmt: skip
 
     def settings(self) -> dict[str, Any]:
