@@ -16,7 +16,8 @@ PINS=(--set attention_backend=triton --set mm_attention_backend=triton_attn --se
       --set grammar_backend=none --set load_format=dummy)
 export SERVETUNE_SGLANG_CMD="bash $REPO/scripts/device/sgl_fast_stop.sh"
 SLO_ARGS=(${SLO:---slo p99_ttft_ms<=2000 --slo p99_tpot_ms<=25})
-SEARCH=(--start-rate ${START_RATE:-8} --resolution ${RESOLUTION:-0.1} --step-seconds ${STEP_S:-12} --step-requests 96)
+# (the old protocol ran this with --step-seconds 12 --step-requests 96: sections 9 and 11, burst figures)
+SEARCH=(--start-rate ${START_RATE:-8} --resolution ${RESOLUTION:-0.05} --step-seconds ${STEP_S:-120})
 C=/tmp/sgl/capacity; mkdir -p $C
 i=0
 for cfg in "defaults" ${CONFIGS:-max_running_requests=48}; do

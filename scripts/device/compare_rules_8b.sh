@@ -20,7 +20,7 @@ python3 -m servetune resolve --model "$M8" --hardware "$HW" --sglang-version 0.5
 timeout -s INT -k 30 $(( $(left) - 30 )) python3 -m servetune compare --model "$M8" --hardware "$HW" \
   --sglang-version 0.5.17 --workload single-image-stream "${PINS[@]}" --a-no-rules --rounds ${ROUNDS:-1} \
   --objective capacity --slo 'p99_ttft_ms<=2000' --slo 'p99_tpot_ms<=25' --start-rate ${START_RATE:-6} \
-  --step-seconds ${STEP_S:-10} --step-requests 64 --resolution ${RESOLUTION:-0.15} --run-dir $C/runs \
+  --step-seconds ${STEP_S:-120} --resolution ${RESOLUTION:-0.05} --run-dir $C/runs \
   --json > $C/compare.json 2> $C/compare.err
 stamp "compare rc=$?"; tail -20 $C/compare.err; head -c 1500 $C/compare.json
 stop_ours

@@ -49,7 +49,7 @@ step_tune() {
     pins=(--set sampling_backend=pytorch --set grammar_backend=none --set load_format=dummy
           --preset scripts/device/lean-bundle-0.5.17.yaml)
     objective=(--objective capacity --slo "${TUNE_SLO_TTFT:-p99_ttft_ms<=2000}" --slo "${TUNE_SLO_TPOT:-p99_tpot_ms<=25}"
-               ${TUNE_SEARCH:---start-rate 12 --step-seconds 8 --step-requests 96 --resolution 0.1})
+               ${TUNE_SEARCH:---start-rate 12})
   fi
   timeout -s INT -k 40 $lim $ST tune --model "$M3" --hardware "$HW" --sglang-version 0.5.17 --workload single-image-stream \
     "${pins[@]}" "${objective[@]}" --space "${TUNE_SPACE:-scripts/device/space-0.5.17.yaml}" --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \

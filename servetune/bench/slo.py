@@ -4,7 +4,10 @@ An SLO bounds one latency statistic: `STAT_METRIC[_ms]<=N` (or `<`), with STAT o
 p95, p99, mean, median and METRIC one of ttft, tpot, itl, e2e (milliseconds). Two things are
 judged against a set of SLOs:
 
-- **the verdict** of a run: each SLO's statistic over the run's requests against its bound;
+- **the verdict** of a run: each SLO's statistic over the run's requests against its bound (TTFT
+  and E2E from each request's scheduled arrival when the run had a schedule: `request_latency_ms`),
+  and, for a percentile, whether the count over the bound is enough to say so at 95% confidence
+  (`SloVerdict.confident`, `servetune.bench.stats.SequentialBinomial`);
 - **goodput**: the requests per second that met *every* SLO's bound individually (a request
   meets `p99_ttft_ms<=800` when its own TTFT is at most 800 ms; its TPOT is
   `(e2e - ttft) / (output_tokens - 1)`; its ITL is its mean inter-token gap), over the run's

@@ -13,14 +13,18 @@ complete, whether it may stop. Its parts:
   TTFT and E2E run from the scheduled arrival, so a client that falls behind cannot hide a queue.
   A mean SLO is judged by its confidence interval over time bins.
 - **Backlog.** A server that falls behind can hold its latencies for a while. Requests in flight
-  (from their scheduled arrival) are sampled on time bins of `bin_s`; their trend's slope, with a
+  (from their scheduled arrival) are averaged over time bins of `bin_s`; their trend's slope, with a
   HAC error (`stats.trend`: neighbouring bins share queue state), says whether they pile up. The step
-  is missed when they certainly do and, extrapolated to `horizon_s` after the step's start, the extra
-  requests in flight (Little's law: each waits one completion interval) or the measured TTFT trend
-  would break the queueing bound (the TTFT SLO's bound, else `queue_bound_ms`). The backlog must be
-  readable (`min_bins` bins after the warm-up) before a step can be met.
+  is missed when the slope is certainly above `min_overload` of the rate and, extrapolated to
+  `horizon_s` after the step's start, the extra requests in flight (Little's law: each waits one
+  completion interval) or the measured TTFT trend would break the queueing bound (the TTFT SLO's
+  bound, else `queue_bound_ms`). A step can be met only once the backlog is shown flat: its growth
+  certainly below `max_overload` of the rate. The test decides at checkpoints, first after
+  `backlog_s` of judged arrivals, with its error spread over them.
 - **The client.** A step whose client sent its arrivals at under `OFFERED_MIN` of their schedule did
   not test its rate: invalid, not a verdict.
+- **Futility.** A percentile SLO that can no longer be met before `max_s` (more over its bound than
+  the judged requests still to come could outweigh) ends the step at once as undecided.
 
 A step ends at its first decision (a soak only at its end, unless missed) or at `max_s`, where an
 open verdict becomes `undecided` (counts as not met, shown as such).
@@ -380,9 +384,9 @@ class StepJudge:
         checks: Sequence[SloCheck],
     ) -> BacklogCheck | None:
         """The backlog test (module docstring). Its decision is taken at checkpoints of `min_bins`,
-        twice, four times ... as many bins, the k-th at confidence 1 - (1 - confidence) / 2^(k+1), so
-        that looking again and again cannot add up to more than one test's error; between checkpoints
-        the last decision stands."""
+        1.5, 2.25 ... times as many bins, the k-th spending `_spent(1 - confidence, k)` of the error
+        (split between the two signals), so that looking again and again cannot add up to more than
+        one test's error; between checkpoints the last decision stands."""
         rules, w = self.rules, self.width
         start = t0 + rules.warmup_s
         count = int((now - start) // w)
@@ -578,11 +582,12 @@ def _offered_ratio(records: Sequence[RequestRecord]) -> float | None:
 
 
 def replay(
-    records: Sequence[RequestRecord], judge: StepJudge, *, look_s: float = 0.5
+    records: Sequence[RequestRecord], judge: StepJudge, *, look_s: float = 0.5, until: float | None = None
 ) -> tuple[StepVerdict, list[RequestRecord]]:
-    """Judge finished records (a recorded or simulated step) as a client would have seen them: look
-    every `look_s` seconds of their clock, each time at what was known then (sent, first token,
-    finished), up to the first decision or `judge.max_s`. Returns the verdict and the records as they
+    """Judge the records of a recorded or simulated step as a client would have seen them: look every
+    `look_s` seconds of their clock, each time at what was known then (sent, first token, finished),
+    up to the first decision or `judge.max_s`; a record left unfinished (cancelled) never ends. `until`
+    (s after the first arrival): how long the recorded step ran (default: its last completion). Returns the verdict and the records as they
     stood then (those still in flight unfinished, as a stopped step's client leaves them)."""
     import heapq
     from dataclasses import replace
@@ -591,7 +596,8 @@ def replay(
     if not ordered:
         return judge.close([], 0.0), []
     t0 = ordered[0].arrival
-    end = min(t0 + judge.max_s, max(r.end for r in ordered))
+    last = t0 + until if until is not None else max([r.end for r in ordered if r.finished] or [t0])
+    end = min(t0 + judge.max_s, last)
     view: list[RequestRecord] = []
     events: list[tuple[float, int, int]] = []  # (time, kind 0 first token / 1 end, index into view)
     sent = 0
@@ -603,7 +609,8 @@ def replay(
             view.append(replace(r, finished=False, success=False, ttft=0.0, latency=0.0, itl=[], error=""))
             if r.ttft > 0.0:
                 heapq.heappush(events, (r.start + r.ttft, 0, sent))
-            heapq.heappush(events, (r.end, 1, sent))
+            if r.finished:  # one left unfinished was cancelled when its step stopped: it never ends
+                heapq.heappush(events, (r.end, 1, sent))
             sent += 1
         while events and events[0][0] <= t:
             _, kind, i = heapq.heappop(events)

@@ -25,9 +25,9 @@ def _lat(step: Any, key: str) -> str:
 
 def print_step(step: CapacityStep) -> None:
     """One capacity step as it ends (stderr, so --json output stays clean)."""
-    again = f" (run {step.repeat + 1})" if step.repeat else ""
+    verdict = step.state + (f" (run {step.repeat + 1})" if step.repeat else "")
     print(
-        f"  step {step.index:2d}  {step.rate:8.4g} req/s  {step.state:<9}{again}  {step.judged:5d} judged  "
+        f"  step {step.index:2d}  {step.rate:8.4g} req/s  {verdict:<17}  {step.judged:5d} judged  "
         f"p99 TTFT {_lat(step, 'p99_ttft_ms'):>7} ms  p99 TPOT {_lat(step, 'p99_tpot_ms'):>6} ms  "
         f"{step.at_s:5.1f} s" + (f"  {step.why}" if step.why else ""),
         file=sys.stderr,

@@ -1,4 +1,4 @@
-"""SLO parsing, per-request goodput and attainment, the certain-miss rule, and the served ratio."""
+"""SLO parsing, per-request goodput and attainment, the confident verdict, latency from the schedule."""
 
 from __future__ import annotations
 

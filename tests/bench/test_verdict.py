@@ -186,3 +186,23 @@ def test_the_h200_step_the_defaults_held_at_10_09_stays_met():
     again = [replace(r, start=r.start + k * span) for k in range(3) for r in records]
     verdict, _ = replay(again, StepJudge(SLOS_H200, StepRules(), rate=rate, max_s=120.0))
     assert verdict.state == "met" and verdict.backlog.state == "flat", verdict.why
+
+
+def test_a_recorded_step_replays_its_cancelled_requests_as_still_in_flight(tmp_path):
+    """A step stopped at its verdict cancels what is in flight; `requests.jsonl` keeps those unfinished,
+    and a replay of it counts them as in flight (over a bound once they waited past it), not as failed."""
+    from servetune.bench._builtin import _write_requests
+
+    records = CoinServer(share=0.0).serve(arrivals(10.0, 600, 8), 8)
+    for r in records[-30:]:  # the last 30 never got an answer before the step stopped
+        r.finished, r.success, r.ttft, r.latency = False, False, 0.0, 0.0
+    _write_requests(tmp_path / "requests.jsonl", records)
+    loaded = load_requests(tmp_path / "requests.jsonl")
+    assert sum(not r.finished for r in loaded) == 30
+    stop = max(r.start for r in records) + 3.0
+    cancelled = {round(r.start, 6) for r in records[-30:]}
+    judge = StepJudge(parse_slos(["p50_ttft_ms<=1000"]), StepRules(), rate=10.0, max_s=120.0, soak=True)
+    verdict, seen = replay(loaded, judge, until=stop - records[0].arrival)
+    assert verdict.failed == 0 and verdict.state == "met"
+    assert [r.finished for r in seen if r.start in cancelled] == [False] * 30
+    assert verdict.slos[0].over == 30  # each waited past the bound without a first token: over, not failed
