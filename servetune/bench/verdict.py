@@ -587,8 +587,9 @@ def replay(
     """Judge the records of a recorded or simulated step as a client would have seen them: look every
     `look_s` seconds of their clock, each time at what was known then (sent, first token, finished),
     up to the first decision or `judge.max_s`; a record left unfinished (cancelled) never ends. `until`
-    (s after the first arrival): how long the recorded step ran (default: its last completion). Returns the verdict and the records as they
-    stood then (those still in flight unfinished, as a stopped step's client leaves them)."""
+    (s after the first arrival): how long the recorded step ran (default: its last completion).
+    Returns the verdict and the records as they stood then (those still in flight unfinished, as a
+    stopped step's client leaves them)."""
     import heapq
     from dataclasses import replace
 
