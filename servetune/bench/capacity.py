@@ -155,50 +155,27 @@ class CapacityStep(BaseModel):
     run_dir: str | None = None
     """The step's directory (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`), where it ran on a server."""
 
-
-class SoakResult(BaseModel):
-    """One long step at one rate: does the server hold it for the whole span?"""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    rate: float
-    """The rate soaked (req/s)."""
-    seconds: float
-    """The span asked for (s)."""
-    state: Literal["met", "missed", "undecided", "invalid"]
-    """Its verdict (a soak is met only at its end; it stops early when missed)."""
-    met: bool
-    """`state == "met"`."""
-    why: str = ""
-    """What decided it."""
-    at_s: float = 0.0
-    """Seconds of arrivals when it ended."""
-    sent: int = 0
-    """Arrivals sent."""
-    completed: int = 0
-    """Requests completed."""
-    verdict: dict[str, Any] = {}
-    """The judge's verdict (`StepVerdict`)."""
-    latency_ms: dict[str, float] = {}
-    """p50/p99 of TTFT and E2E (from the scheduled arrival) and TPOT (ms)."""
-    lateness_p99_ms: float | None = None
-    """The client's p99 lateness against the schedule (ms)."""
-    bench_s: float = 0.0
-    """Wall seconds."""
-    run_dir: str | None = None
-    """Its step directory (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`)."""
-
     @classmethod
-    def of(cls, rate: float, seconds: float, out: StepOutcome, bench_s: float) -> SoakResult:
-        """The result of a soak step's outcome."""
+    def of(cls, out: StepOutcome, *, rate: float, bench_s: float, **fields: Any) -> CapacityStep:
+        """The record of one step's outcome (an open verdict is undecided); `fields`: the rest."""
         v, m = out.verdict, out.metrics
         state = v.state if v.state != "open" else "undecided"
+        report = m.slo if m is not None else None
         return cls(
-            rate=rate, seconds=seconds, state=state, met=state == "met", why=v.why, at_s=v.at_s, sent=v.sent,
-            completed=m.completed if m else 0, verdict=v.model_dump(mode="json"), latency_ms=_latency(m),
-            lateness_p99_ms=m.lateness_p99_ms if m else None, bench_s=bench_s,
-            run_dir=out.run_dir,
+            rate=rate, state=state, met=state == "met", why=v.why, at_s=v.at_s, sent=v.sent, judged=v.judged,
+            completed=m.completed if m else 0, failed=v.failed, goodput=report.goodput if report else 0.0,
+            attainment=report.attainment if report else 0.0, verdict=v.model_dump(mode="json"),
+            latency_ms=_latency(m), lateness_p99_ms=m.lateness_p99_ms if m else None, bench_s=bench_s,
+            run_dir=out.run_dir, **fields,
         )  # fmt: skip
+
+
+class SoakResult(CapacityStep):
+    """One long step at one rate, met only at its end (it stops early when missed): does the server
+    hold the rate for the whole span?"""
+
+    seconds: float
+    """The span asked for (s)."""
 
 
 class Capacity(BaseModel):
@@ -289,24 +266,12 @@ class _Search:
             out = self.run_step(
                 StepPlan(index=index, rate=rate, repeat=repeat, seed=seed, max_s=judge.max_s, judge=judge)
             )
-            step = self._step(index, rate, repeat, seed, out, time.monotonic() - t)
+            step = CapacityStep.of(out, rate=rate, bench_s=time.monotonic() - t, index=index, repeat=repeat, seed=seed)
         self.steps.append(step)
         self.runs.setdefault(rate, []).append(step.met)
         if self.on_step is not None:
             self.on_step(step)
         return step.met
-
-    def _step(self, index: int, rate: float, repeat: int, seed: int, out: StepOutcome, bench_s: float) -> CapacityStep:
-        v, m = out.verdict, out.metrics
-        state = v.state if v.state != "open" else "undecided"
-        report = m.slo if m is not None else None
-        return CapacityStep(
-            index=index, rate=rate, repeat=repeat, seed=seed, state=state, met=state == "met", why=v.why,
-            at_s=v.at_s, sent=v.sent, judged=v.judged, completed=m.completed if m else 0, failed=v.failed,
-            goodput=report.goodput if report else 0.0, attainment=report.attainment if report else 0.0,
-            verdict=v.model_dump(mode="json"), latency_ms=_latency(m),
-            lateness_p99_ms=m.lateness_p99_ms if m else None, bench_s=bench_s, run_dir=out.run_dir,
-        )  # fmt: skip
 
     def majority(self, rate: float) -> bool | None:
         """True when most runs at `rate` met, False when most did not, None for a tie or no run."""

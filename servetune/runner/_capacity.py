@@ -193,7 +193,7 @@ class _Steps:
         plan = StepPlan(index=0, rate=rate, repeat=0, seed=seed, max_s=seconds, judge=judge)
         t = time.monotonic()
         out = self.run(plan, self.run_dir / "soak")
-        return SoakResult.of(rate, seconds, out, time.monotonic() - t)
+        return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=0, seconds=seconds)
 
     def _interrupted(self) -> None:
         if self.stop and self.stop():
