@@ -34,7 +34,7 @@ from typing import Any
 
 from servetune.bench._bodies import Bodies
 from servetune.bench._probe import auth_headers, base_url_of, calibrate_tokens_per_word, probe_server
-from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics
+from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics, offered_ratio
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import StepJudge
 from servetune.errors import BenchError
@@ -277,20 +277,13 @@ async def _measure(
             stopped_early=stopped,
             client_prep_s=round(bodies.prep_s, 4),
             text_tokens_per_word=ratio,
-            offered_ratio=offered_ratio(),
+            offered_ratio=offered_ratio(records),
             started_at=round(started_at, 3),
         )
 
     sent = 0
     all_sent_at: float | None = None  # when the last request passed the concurrency gate (perf_counter)
-    schedule: list[float] = []  # when each Poisson arrival was due (s after clock0)
-    sent_at: list[float] = []  # when it was sent
-
-    def offered_ratio() -> float | None:
-        """Scheduled over actual sending time of the Poisson arrivals so far (1.0: the client kept to them)."""
-        if len(sent_at) < 2 or sent_at[-1] <= sent_at[0]:
-            return None
-        return min(1.0, (schedule[-1] - schedule[0]) / (sent_at[-1] - sent_at[0]))
+    last_due: float | None = None  # when the latest Poisson arrival was due (s after clock0)
 
     def still_sending() -> bool:
         """Was the load still full when the newest completion seen so far arrived? Judged against the
@@ -324,6 +317,7 @@ async def _measure(
                 done_event.put_nowait(record)
 
     async def send_all() -> None:
+        nonlocal last_due
         for index in range(requests):
             body, images, expected, estimate = await queue.get()
             at = bodies.arrival_s(index)
@@ -332,10 +326,9 @@ async def _measure(
                 await asyncio.sleep(max(0.0, clock0 + at - time.perf_counter()))
             if at is None and workload.request_rate is not None:
                 # an absolute schedule: a client that falls behind catches up, and its lag is measured
-                due = schedule[-1] + rng.expovariate(workload.request_rate) if schedule else 0.0
+                due = last_due + rng.expovariate(workload.request_rate) if last_due is not None else 0.0
                 await asyncio.sleep(max(0.0, clock0 + due - time.perf_counter()))
-                schedule.append(due)
-                sent_at.append(time.perf_counter() - clock0)
+                last_due = due
             record = RequestRecord(
                 images=images, prompt_len=estimate, output_len=expected, scheduled=due,
                 start=time.perf_counter() - clock0,

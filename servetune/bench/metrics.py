@@ -351,6 +351,18 @@ def steady_window(
     )
 
 
+def offered_ratio(records: Sequence[RequestRecord]) -> float | None:
+    """Scheduled over actual sending time of the arrivals that had a schedule (1.0: the client kept
+    to it; below, it could not generate the load); None for fewer than two."""
+    sched = [r for r in records if r.scheduled is not None]
+    if len(sched) < 2:
+        return None
+    sent = sched[-1].start - sched[0].start
+    if sent <= 0:
+        return None
+    return min(1.0, (sched[-1].scheduled - sched[0].scheduled) / sent)
+
+
 def _lateness(records: Sequence[RequestRecord]) -> dict[str, float]:
     """`lateness_*_ms` of the records that had a schedule (none without one)."""
     lags = sorted(r.lag * 1000.0 for r in records if r.scheduled is not None)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from servetune.bench.metrics import offered_ratio
 from servetune.bench.slo import LatencySlo, request_latency_ms, statistic
 from servetune.bench.stats import SequentialBinomial, min_judged, t_quantile, trend
 
@@ -286,7 +287,7 @@ class StepJudge:
         remaining = self.rate * max(0.0, self.max_s - rel)
         checks = [self._check(s, judged, now, remaining) for s in self.slos]
         backlog = self._backlog(records, judged, t0, now, checks)
-        offered = _offered_ratio(records)
+        offered = offered_ratio(records)
         base = dict(
             at_s=rel, sent=len(records), judged=len(judged), failed=failed, confidence=rules.confidence,
             slos=checks, backlog=backlog, offered_ratio=offered,
@@ -568,17 +569,6 @@ def _mean_se(values: Sequence[float], lag: int) -> float:
     for k in range(1, min(lag, n - 1) + 1):
         s += 2.0 * (1.0 - k / (lag + 1.0)) * math.fsum(u[i] * u[i - k] for i in range(k, n))
     return math.sqrt(max(s, 0.0)) / n
-
-
-def _offered_ratio(records: Sequence[RequestRecord]) -> float | None:
-    """Scheduled over actual sending time of the scheduled arrivals (None: fewer than two)."""
-    sched = [r for r in records if r.scheduled is not None]
-    if len(sched) < 2:
-        return None
-    sent = sched[-1].start - sched[0].start
-    if sent <= 0:
-        return None
-    return min(1.0, (sched[-1].scheduled - sched[0].scheduled) / sent)
 
 
 def replay(
