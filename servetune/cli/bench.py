@@ -125,6 +125,17 @@ def bench_command(
             rich_help_panel=_SLO,
         ),
     ] = None,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed",
+            min=0,
+            help="Sequence seed of --capacity and --soak-seconds: step k of every search with one seed draws the "
+            "same arrival gaps, prompts and images (configs compared with one seed are paired); another seed "
+            "draws new ones (a repeat, or a second search on a server you keep running).",
+            rich_help_panel=_SLO,
+        ),
+    ] = 0,
     server_log: Annotated[
         Optional[Path],
         typer.Option(
@@ -186,6 +197,8 @@ def bench_command(
         )
     if server_log is not None and (url is None or not (capacity or soak_seconds)):
         raise SpecError("--server-log is for --url with --capacity or --soak-seconds (a managed run reads its own log)")
+    if seed and not (capacity or soak_seconds):
+        raise SpecError("--seed is the sequence seed of --capacity and --soak-seconds", help="drop --seed")
     if soak_seconds and requests is not None:
         raise SpecError("--soak-seconds sets the length: drop --requests")
     if request_rate is not None:
@@ -193,7 +206,7 @@ def bench_command(
     opts.model = model
     run = _Run(spec, requests, client, sglang_cmd, run_dir, as_json, slos)
     if capacity or soak_seconds:
-        search = cap.search(spec, soak_s=soak_seconds or 0.0)
+        search = cap.search(spec, soak_s=soak_seconds or 0.0, seed=seed)
         _capacity(run, opts, url, model, search, rate=None if capacity else request_rate, server_log=server_log)
         return
     if cross_check:

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from servetune.bench.capacity import step_seed
+
 
 def test_managed_capacity_prints_the_search_and_the_servers_start_up(tmp_path):
     run_dir = tmp_path / "cap"
@@ -14,7 +16,7 @@ def test_managed_capacity_prints_the_search_and_the_servers_start_up(tmp_path):
         sys.executable, "-m", "servetune", "bench", "--model", "qwen3-8b", "--gpu", "h200", "--workload", "text-chat",
         "--set", "max_running_requests=4", "--capacity", "--slo", "p90_ttft_ms<=400", "--start-rate", "16",
         "--resolution", "0.25", "--step-seconds", "10", "--backlog-seconds", "3", "--step-warmup-seconds", "1",
-        "--warmup-wave", "4", "--run-dir", str(run_dir),
+        "--warmup-wave", "4", "--seed", "7", "--run-dir", str(run_dir),
         "--sglang-cmd", f"{sys.executable} -m servetune.testing.standin",
     ]  # fmt: skip
     env = {**os.environ, "SERVETUNE_STANDIN_START_DELAY_S": "1.0"}
@@ -22,6 +24,9 @@ def test_managed_capacity_prints_the_search_and_the_servers_start_up(tmp_path):
     assert out.returncode == 0, out.stderr
     recorded = json.loads((run_dir / "capacity.json").read_text())
     assert recorded["request_rate"] is not None and recorded["steps"]
+    # --seed: the search's sequences, step k drawing step_seed(7, k) (a repeat with another seed draws new ones)
+    assert recorded["seed"] == 7
+    assert [s["seed"] for s in recorded["steps"]] == [step_seed(7, s["index"]) for s in recorded["steps"]]
     result = json.loads((run_dir / "result.json").read_text())
     phases = result["timings"]["startup_phases"]
     assert phases["cuda_graphs_s"] == 0.5  # half the stand-in's START_DELAY_S, as its log says
