@@ -6,8 +6,8 @@
 #   run(command="PLAN='cap:defaults:12 cap:mrr48:18' bash scripts/device/certified_capacity.sh",
 #       carry=[".sgl", ".whl"], timeout_s=598)
 # PLAN items, run in order while the call's budget allows (MIN_S seconds left):
-#   cap:CONFIG:START        a capacity search of CONFIG from START req/s
-#   soak:CONFIG:RATE:SECS   a soak of CONFIG at RATE req/s for SECS seconds
+#   cap:CONFIG:START[:SEED]        a capacity search of CONFIG from START req/s (sequence seed SEED, default 0)
+#   soak:CONFIG:RATE:SECS[:SEED]   a soak of CONFIG at RATE req/s for SECS seconds
 # CONFIG: defaults, or mrr48 (--max-running-requests 48). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
 # Back in $OUT: run.log, certified.tar.xz (every run dir with its steps, plots, telemetry; --json outputs), cache.tar.xz
 BUDGET_S=${BUDGET_S:-580}
@@ -23,13 +23,13 @@ SLO_ARGS=(${SLO:---slo p99_ttft_ms<=2000 --slo p99_tpot_ms<=25})
 C=/tmp/sgl/certified; mkdir -p $C
 n=$(ls $C | grep -c '\.json$' || true)
 for item in ${PLAN:?set PLAN}; do
-  IFS=: read -r kind cfg a b <<< "$item"
+  IFS=: read -r kind cfg a b c <<< "$item"
   extra=(); [ "$cfg" = mrr48 ] && extra=(--set max_running_requests=48)
   if [ "$(left)" -lt "${MIN_S:-200}" ]; then stamp "skipping $item: $(left)s left"; continue; fi
   n=$((n + 1)); name=$(printf '%02d' $n)-$kind-$cfg
   case $kind in
-    cap) what=(--capacity --start-rate "$a") ;;
-    soak) what=(--soak-seconds "$b" --request-rate "$a") ;;
+    cap) what=(--capacity --start-rate "$a" --seed "${b:-0}") ;;
+    soak) what=(--soak-seconds "$b" --request-rate "$a" --seed "${c:-0}") ;;
     *) stamp "unknown item $item"; continue ;;
   esac
   stamp "== $name: ${what[*]} ($(left)s left)"
