@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from servetune.bench.metrics import Metrics
+from servetune.bench.servermodel import StepProfile
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import StepJudge, StepRules, StepVerdict
 from servetune.errors import SpecError
@@ -105,6 +106,8 @@ class StepOutcome:
     metrics: Metrics | None = None
     run_dir: str | None = None
     """Where the step's files are (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`), if anywhere."""
+    profile: StepProfile | None = None
+    """What the step says about the server, for its model (`servermodel.profile_step`), if readable."""
 
 
 RunStep = Callable[[StepPlan], StepOutcome]
@@ -154,6 +157,8 @@ class CapacityStep(BaseModel):
     """Wall seconds of the step."""
     run_dir: str | None = None
     """The step's directory (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`), where it ran on a server."""
+    profile: StepProfile | None = None
+    """The step condensed for the server model (`servermodel.StepProfile`), where its requests were readable."""
 
     @classmethod
     def of(cls, out: StepOutcome, *, rate: float, bench_s: float, **fields: Any) -> CapacityStep:
@@ -166,7 +171,7 @@ class CapacityStep(BaseModel):
             completed=m.completed if m else 0, failed=v.failed, goodput=report.goodput if report else 0.0,
             attainment=report.attainment if report else 0.0, verdict=v.model_dump(mode="json"),
             latency_ms=_latency(m), lateness_p99_ms=m.lateness_p99_ms if m else None, bench_s=bench_s,
-            run_dir=out.run_dir, **fields,
+            run_dir=out.run_dir, profile=out.profile, **fields,
         )  # fmt: skip
 
 

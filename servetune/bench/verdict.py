@@ -228,6 +228,11 @@ class StepJudge:
         self._backlog_state: Literal["growing", "flat"] | None = None
         self.last: StepVerdict | None = None
 
+    @property
+    def records(self) -> Sequence[RequestRecord]:
+        """The step's records as the last look saw them (every arrival sent, in arrival order)."""
+        return self._records if self._records is not None else ()
+
     def needed(self, over: int = 0) -> int:
         """Judged requests the strictest percentile SLO needs to be met with `over` over its bound."""
         counts = [min_judged(t.allowed, t.confidence, over) or 0 for t in self._tests.values()]

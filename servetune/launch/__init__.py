@@ -104,6 +104,7 @@ from servetune.launch._telemetry import (
     TELEMETRY_FIELDS,
     parse_scheduler_line,
     read_scheduler_lines,
+    timed_records,
     write_telemetry,
 )
 
@@ -132,6 +133,7 @@ __all__ = [
     "parse_scheduler_line",
     "port_is_free",
     "read_scheduler_lines",
+    "timed_records",
     "read_server_record",
     "read_startup_phases",
     "read_tail",

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TELEMETRY_FIELDS", "parse_scheduler_line", "read_scheduler_lines", "write_telemetry"]
+__all__ = ["TELEMETRY_FIELDS", "parse_scheduler_line", "read_scheduler_lines", "timed_records", "write_telemetry"]
 
 TELEMETRY_FIELDS: tuple[str, ...] = (
     "running_req",
@@ -157,14 +157,18 @@ def _spread(records: list[dict[str, Any]]) -> list[float]:
     return spread
 
 
-def write_telemetry(path: str | os.PathLike[str], records: Iterable[dict[str, Any]], t0: float) -> None:
-    """Write `records` to `path` as JSON lines, each with `t`: seconds since `t0` (epoch seconds,
-    e.g. the benchmark's start), rounded to 3 decimals. SGLang stamps to the second, so records
-    sharing a second are spread evenly within it, in order, before `t` is computed; `ts` keeps the
-    logged stamp. The records are not changed."""
+def timed_records(records: Iterable[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+    """`records` each with `t`: seconds since `t0` (epoch seconds, e.g. the benchmark's start),
+    rounded to 3 decimals; SGLang stamps to the second, so records sharing a second are spread evenly
+    within it, in order, first; `ts` keeps the logged stamp. The records given are not changed."""
     records = list(records)
-    lines = []
-    for record, at in zip(records, _spread(records)):
-        fields = {k: v for k, v in record.items() if k != "t"}
-        lines.append(json.dumps({"t": round(at - t0, 3), **fields}) + "\n")
+    return [
+        {"t": round(at - t0, 3), **{k: v for k, v in record.items() if k != "t"}}
+        for record, at in zip(records, _spread(records))
+    ]
+
+
+def write_telemetry(path: str | os.PathLike[str], records: Iterable[dict[str, Any]], t0: float) -> None:
+    """Write `records` to `path` as JSON lines, each with `t` (`timed_records`). The records are not changed."""
+    lines = [json.dumps(record) + "\n" for record in timed_records(records, t0)]
     Path(path).write_text("".join(lines), encoding="utf-8")

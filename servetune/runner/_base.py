@@ -168,6 +168,27 @@ class BaseServer(ABC):
         """The server's log file, where there is one to read (its scheduler lines are telemetry)."""
         return None
 
+    def telemetry_mark(self) -> int | None:
+        """Where the server's scheduler lines stand now (its log's size), so `telemetry_since` reads
+        what a step adds; None where there is no log to read."""
+        path = self.log_path
+        if path is None:
+            return None
+        try:
+            return Path(path).stat().st_size
+        except OSError:
+            return 0
+
+    def telemetry_since(self, mark: int | None) -> list[dict[str, Any]]:
+        """SGLang's scheduler records written since `mark` (`launch.parse_scheduler_line`: `ts` in
+        epoch seconds), none without a log."""
+        path = self.log_path
+        if path is None or mark is None:
+            return []
+        from servetune.launch import read_scheduler_lines
+
+        return read_scheduler_lines(Path(path), mark)[0]
+
     def startup_phases(self) -> StartupPhases | None:
         """Where its start-up went (`servetune.launch.StartupPhases`), where the server's log tells."""
         return None

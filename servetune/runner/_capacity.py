@@ -24,6 +24,7 @@ from servetune.runner._guard import RunawayGuard
 
 if TYPE_CHECKING:
     from servetune.bench.capacity import Capacity, CapacityStep, SoakResult, StepOutcome, StepPlan
+    from servetune.bench.servermodel import StepProfile
     from servetune.bench.slo import LatencySlo
     from servetune.bench.verdict import StepRules
     from servetune.context import Resolution
@@ -169,12 +170,12 @@ class _Steps:
 
         wl = step_workload(self.workload, plan.rate, plan.requests, plan.seed)
         guard = RunawayGuard.from_rate(plan.rate, requests=plan.requests, concurrency=None)
-        offset = self._log_offset()
+        mark = self.server.telemetry_mark()
         metrics, failure = self.runner._bench(
             self.server, wl, plan.requests, step_dir, None, self._halt, self.timings, guard=guard, slos=self.slos,
             judge=plan.judge, nonce=image_nonce(plan.seed),
         )  # fmt: skip
-        self._telemetry(step_dir, offset, metrics)
+        telemetry = self._telemetry(step_dir, mark, metrics)
         if failure is not None:
             raise _StepFailed(failure, metrics)
         self._interrupted()
@@ -182,7 +183,9 @@ class _Steps:
         if verdict is None:  # a server whose bench never asked the judge (a fake returning bare metrics)
             verdict = plan.judge.close([], 0.0)
         self.runner.record(step_dir, "verdict.json", verdict.model_dump(mode="json"))
-        return StepOutcome(verdict=verdict, metrics=metrics, run_dir=str(step_dir))
+        return StepOutcome(
+            verdict=verdict, metrics=metrics, run_dir=str(step_dir), profile=self._profile(plan, telemetry)
+        )
 
     def soak(self, rate: float, seconds: float, rules: StepRules, seed: int) -> SoakResult:
         """One step of `seconds` at `rate`, met only at its end (it stops early only when missed)."""
@@ -199,27 +202,38 @@ class _Steps:
         if self.stop and self.stop():
             raise KeyboardInterrupt
 
-    def _log_offset(self) -> int | None:
-        path = self.server.log_path
-        if path is None:
-            return None
-        try:
-            return Path(path).stat().st_size
-        except OSError:
-            return 0
-
-    def _telemetry(self, step_dir: Path, offset: int | None, metrics: Any) -> None:
-        """SGLang's scheduler lines written during the step, as `telemetry.jsonl` (times from its first send)."""
-        path = self.server.log_path
+    def _telemetry(self, step_dir: Path, mark: int | None, metrics: Any) -> list[dict[str, Any]]:
+        """SGLang's scheduler lines written during the step, as `telemetry.jsonl` (times `t` from its
+        first send); the records, with `t`."""
         started = getattr(metrics, "started_at", None)
-        if path is None or offset is None or started is None:
-            return
-        from servetune.launch import read_scheduler_lines, write_telemetry
+        if mark is None or started is None:
+            return []
+        from servetune.launch import timed_records, write_telemetry
 
-        lines, _ = read_scheduler_lines(Path(path), offset)
-        if lines:
-            step_dir.mkdir(parents=True, exist_ok=True)
-            write_telemetry(step_dir / "telemetry.jsonl", lines, started)
+        lines = self.server.telemetry_since(mark)
+        if not lines:
+            return []
+        step_dir.mkdir(parents=True, exist_ok=True)
+        write_telemetry(step_dir / "telemetry.jsonl", lines, started)
+        return timed_records(lines, started)
+
+    def _profile(self, plan: StepPlan, telemetry: list[dict[str, Any]]) -> StepProfile | None:
+        """The step condensed for the server model: every arrival the judge saw, and the telemetry."""
+        from servetune.bench.servermodel import profile_step
+
+        graph = _graph_bs(self.server.server_info or {})
+        return profile_step(
+            plan.judge.records, plan.rate, warmup_s=plan.judge.rules.warmup_s, telemetry=telemetry, graph_bs=graph
+        )
+
+
+def _graph_bs(info: dict[str, Any]) -> int | None:
+    """The decode CUDA graph's largest batch, as `/server_info` reports it (0.5.23 and 0.5.17 names)."""
+    for key in ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"):
+        value = info.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def search_server(

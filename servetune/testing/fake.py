@@ -16,13 +16,15 @@ failure handling, telling the study) runs for real.
     len(runner.calls)                     # launches
 
 For capacity searches (`servetune.runner.measure_capacity`), the function may return the step's
-per-request records (a list of `RequestRecord`, e.g. from a `servetune.testing.simulated` server):
-the server's `bench` replays them through the step's judge, as the builtin client would have seen
-them, and returns the metrics of what had finished.
+per-request records (a list of `RequestRecord`, or a `SimulatedRun` with the scheduler's records,
+e.g. from a `servetune.testing.simulated` server): the server's `bench` replays them through the
+step's judge, as the builtin client would have seen them, and returns the metrics of what had
+finished; the scheduler records up to the decision are the step's telemetry (`telemetry_since`).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -200,6 +202,7 @@ class FakeServer(BaseServer):
         self.startup_s = 0.0
         self.server_info = dict(server_info)
         self._stopped = False
+        self._telemetry: list[dict[str, Any]] = []
 
     @property
     def exit_code(self) -> int | None:
@@ -221,17 +224,40 @@ class FakeServer(BaseServer):
         out = self.runner.measure_fn(call)
         if isinstance(out, Failure):  # a started server: the benchmark is what failed
             raise BenchError(out.message)
-        if isinstance(out, list):  # a step's records: judged as the builtin client would have
-            from servetune.bench.verdict import replay
-            from servetune.testing.simulated import measure
+        from servetune.testing.simulated import SimulatedRun
 
-            if judge is None:
-                return measure(out, slos, workload.request_rate or 0.0)
-            _, seen = replay(out, judge)
-            return measure(seen, slos, workload.request_rate or 0.0)
+        if isinstance(out, list):
+            out = SimulatedRun(out, [])
+        if isinstance(out, SimulatedRun):  # a step's records: judged as the builtin client would have
+            return self._replay(out, workload, slos, judge)
         if not isinstance(out, Mapping):  # a `Metrics`: as the builtin client returns it
             return out
         return self.runner._drive(call, dict(out), on_progress, should_stop)
+
+    def _replay(self, run, workload: Workload, slos: Sequence[LatencySlo], judge: StepJudge | None) -> Any:
+        """A simulated step's records, as the builtin client would have seen them up to the judge's
+        decision, and its scheduler records (SGLang's lines, `ts` on this bench's clock) kept for
+        `telemetry_since`."""
+        import time
+
+        from servetune.bench.verdict import replay
+        from servetune.testing.simulated import measure
+
+        started = time.time()
+        seen, until = run.records, math.inf
+        if judge is not None:
+            verdict, seen = replay(run.records, judge)
+            until = verdict.at_s
+        self._telemetry += [{**{k: v for k, v in t.items() if k != "t"}, "ts": started + t["t"]}
+                            for t in run.telemetry if t["t"] <= until]  # fmt: skip
+        metrics = measure(seen, slos, workload.request_rate or 0.0)
+        return metrics.model_copy(update={"started_at": started}) if metrics is not None else None
+
+    def telemetry_mark(self) -> int | None:
+        return len(self._telemetry)
+
+    def telemetry_since(self, mark: int | None) -> list[dict[str, Any]]:
+        return list(self._telemetry[mark or 0 :])
 
     def stop(self) -> None:
         self._stopped = True

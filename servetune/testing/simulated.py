@@ -23,10 +23,20 @@ from dataclasses import dataclass
 
 from servetune.bench.capacity import RunStep, StepOutcome, StepPlan
 from servetune.bench.metrics import RequestRecord, compute_metrics
+from servetune.bench.servermodel import profile_step
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import replay
 
-__all__ = ["BatchingServer", "CoinServer", "FifoServer", "SimulatedServer", "arrivals", "simulated_step"]
+__all__ = [
+    "BatchingServer",
+    "CoinServer",
+    "FifoServer",
+    "SimulatedRun",
+    "SimulatedServer",
+    "StandinServer",
+    "arrivals",
+    "simulated_step",
+]
 
 
 def arrivals(rate: float, count: int, seed: int) -> list[float]:
@@ -40,11 +50,26 @@ def arrivals(rate: float, count: int, seed: int) -> list[float]:
     return out
 
 
+@dataclass
+class SimulatedRun:
+    """One simulated step: every arrival's record and the scheduler's log records (`telemetry`,
+    as `servetune.launch.parse_scheduler_line` gives them, `t` in seconds from the first arrival)."""
+
+    records: list[RequestRecord]
+    telemetry: list[dict]
+    failed_at: float | None = None
+    """When the server died (out of memory under load), else None."""
+
+
 class SimulatedServer:
     """A server in simulated time: `serve(arrivals, seed)` → one finished record per arrival."""
 
     def serve(self, times: Sequence[float], seed: int) -> list[RequestRecord]:
         raise NotImplementedError
+
+    def run(self, times: Sequence[float], seed: int) -> SimulatedRun:
+        """`serve`, with the scheduler's log records where the server keeps them (none here)."""
+        return SimulatedRun(self.serve(times, seed), [])
 
 
 def _record(arrival: float, first: float, end: float, gaps: list[float], output_len: int) -> RequestRecord:
@@ -155,9 +180,11 @@ def simulated_step(server: SimulatedServer | Callable[[StepPlan], SimulatedServe
 
     def run(plan: StepPlan) -> StepOutcome:
         srv = server(plan) if callable(server) and not isinstance(server, SimulatedServer) else server
-        records = srv.serve(arrivals(plan.rate, plan.requests, plan.seed), plan.seed)
-        verdict, seen = replay(records, plan.judge, look_s=look_s)
-        return StepOutcome(verdict=verdict, metrics=measure(seen, plan.judge.slos, plan.rate))
+        out = srv.run(arrivals(plan.rate, plan.requests, plan.seed), plan.seed)
+        verdict, seen = replay(out.records, plan.judge, look_s=look_s)
+        telemetry = [t for t in out.telemetry if t["t"] <= verdict.at_s]
+        profile = profile_step(seen, plan.rate, warmup_s=plan.judge.rules.warmup_s, telemetry=telemetry)
+        return StepOutcome(verdict=verdict, metrics=measure(seen, plan.judge.slos, plan.rate), profile=profile)
 
     return run
 
@@ -169,3 +196,214 @@ def measure(records: Sequence[RequestRecord], slos: Sequence[LatencySlo], rate: 
         return None
     duration = max(r.end for r in done) - min(r.start for r in records)
     return compute_metrics(done, duration, requests=len(records), slos=slos, request_rate=rate, max_concurrency=None)
+
+
+@dataclass
+class StandinServer(SimulatedServer):
+    """The stand-in server (`servetune.testing.standin`) in simulated time: the same admission (FCFS,
+    running limit, KV pool), prefill/decode interval, serialized image lane, prefill and decode rules
+    (`standin._rules`, its flags resolved by `standin._config`), served to Poisson arrivals. Times are
+    real seconds (the stand-in's `TIME_SCALE`); `run` also gives the scheduler lines the stand-in logs
+    (a decode line once `log_s` has passed when a chunk is emitted, a prefill line per request).
+
+    **What it stands for**: the stand-in process's landscape without its HTTP, threads and sleeps, so
+    a capacity study of ten launches runs in seconds; the process itself is tested elsewhere against
+    the same rules. `noise` (relative sigma of log-normal noise on every service time) and
+    `launch_seed` (a launch's own factor, as the stand-in's `SEED`) make launches differ.
+
+        server = StandinServer(argv=["--max-running-requests", "48"], input_tokens=128, output_tokens=128, images=1)
+        run = server.run(arrivals(12.0, 600, seed=1), seed=1)
+    """
+
+    argv: Sequence[str] = ()
+    input_tokens: int = 128
+    output_tokens: int = 128
+    images: int = 0
+    image_kb: float = 120.0
+    time_scale: float = 0.25
+    max_chunks: int = 16
+    log_s: float = 0.5
+    noise: float = 0.0
+    launch_seed: int = 0
+
+    def resolved(self) -> dict:
+        """The stand-in's resolution of `argv` (its `/server_info` fields)."""
+        from servetune.testing.standin._config import build_parser, resolve
+
+        args = list(self.argv)
+        if "--model-path" not in args:
+            args = ["--model-path", "standin-model", *args]
+        ns, _ = build_parser().parse_known_args(args)
+        return resolve(ns)
+
+    def serve(self, times: Sequence[float], seed: int) -> list[RequestRecord]:
+        return self.run(times, seed).records
+
+    def run(self, times: Sequence[float], seed: int) -> SimulatedRun:
+        """Serve arrivals at `times` (s); the records, the scheduler lines, and when it died (if it did)."""
+        return _StandinSim(self, self.resolved(), seed).serve(times)
+
+
+class _StandinSim:
+    """The event loop of one `StandinServer.run` (simulated ms inside, real seconds out)."""
+
+    def __init__(self, spec: StandinServer, cfg: dict, seed: int) -> None:
+        import heapq
+
+        from servetune.testing.standin import _rules
+        from servetune.testing.standin._config import OOM_AT_START_FRACTION, kv_capacity
+
+        self.spec, self.cfg, self.rules, self.heapq = spec, cfg, _rules, heapq
+        self.capacity = kv_capacity(cfg)
+        self.max_running = int(cfg["max_running_requests"])
+        self.graph_bs = int(cfg["cuda_graph_max_bs_decode"])
+        self.chunk = _rules.effective_chunk(cfg)
+        self.interval = int(cfg["prefill_decode_interval"] or 0)
+        self.slowdown = _rules.slowdown(cfg)
+        self.oom_under_load = _rules.ooms_under_load(cfg)
+        self.dead_at_start = float(cfg["mem_fraction_static"]) > OOM_AT_START_FRACTION
+        self.per_chunk = _rules.tokens_per_chunk(cfg["stream_interval"], spec.output_tokens, spec.max_chunks)
+        self.ms = spec.time_scale / 1000.0  # real seconds per simulated ms
+        launch = random.Random(spec.launch_seed)
+        self.run_factor = launch.lognormvariate(0.0, spec.noise / 2) if spec.noise > 0 else 1.0
+        self.rng = random.Random(seed * 7919 + 11)
+        self.events: list = []
+        self.seq = 0
+        self.now = 0.0
+        self.queue: deque[int] = deque()
+        self.waiting_prefill: deque[int] = deque()
+        self.running = self.decoding = self.prefilling = self.kv_used = self.steps = 0
+        self.last_prefill_step: int | None = None
+        self.lane_free = 0.0
+        self.gen_tokens, self.gen_since = 0, 0.0
+        self.telemetry: list[dict] = []
+        self.failed_at: float | None = None
+
+    def factor(self) -> float:
+        noise = self.spec.noise
+        return self.run_factor * (self.rng.lognormvariate(0.0, noise) if noise > 0 else 1.0)
+
+    def at(self, t: float, fn, *args) -> None:
+        self.seq += 1
+        self.heapq.heappush(self.events, (t, self.seq, fn, args))
+
+    def serve(self, times: Sequence[float]) -> SimulatedRun:
+        spec = self.spec
+        tokens = spec.input_tokens + 1000 * spec.images  # `_engine.IMAGE_TOKENS` per image
+        self.need = tokens + spec.output_tokens
+        self.tokens = tokens
+        self.recs = [
+            RequestRecord(start=t, scheduled=t, output_len=spec.output_tokens, prompt_len=tokens, images=spec.images)
+            for t in times
+        ]
+        self.left = [spec.output_tokens] * len(times)
+        self.last = [0.0] * len(times)
+        if self.dead_at_start:
+            self.failed_at = 0.0
+        else:
+            for i, t in enumerate(times):
+                self.at(t, self.arrive, i)
+            while self.events and self.failed_at is None:
+                t, _, fn, args = self.heapq.heappop(self.events)
+                self.now = t
+                fn(*args)
+                self.admit()
+                self.start_prefills()
+        if self.failed_at is not None:
+            for r in self.recs:
+                if not r.finished:
+                    r.finished, r.success, r.error = True, False, "server died: CUDA out of memory"
+                    r.latency = max(0.0, self.failed_at - r.start)
+        return SimulatedRun(self.recs, self.telemetry, self.failed_at)
+
+    def arrive(self, i: int) -> None:
+        self.queue.append(i)
+
+    def admit(self) -> None:  # `Engine._admit`: FCFS, head of line blocks
+        while self.queue and self.failed_at is None:
+            if not self.rules.admits(
+                kv_used=self.kv_used, need=self.need, capacity=self.capacity, running=self.running,
+                max_running=self.max_running,
+            ):  # fmt: skip
+                return
+            i = self.queue.popleft()
+            self.running += 1
+            self.kv_used += self.need
+            if self.rules.oom_now(self.oom_under_load, self.running):
+                self.failed_at = self.now
+                return
+            self.waiting_prefill.append(i)
+
+    def start_prefills(self) -> None:  # `Engine._wait_prefill_turn`, the image lane, then the prefill
+        while self.waiting_prefill and self.failed_at is None:
+            if self.rules.prefill_must_wait(
+                interval=self.interval, last_prefill_step=self.last_prefill_step, decoding=self.decoding,
+                steps=self.steps,
+            ):  # fmt: skip
+                return
+            if self.interval > 0:
+                self.last_prefill_step = self.steps
+            i = self.waiting_prefill.popleft()
+            self.prefilling += self.tokens
+            self.log("prefill")
+            t = self.now
+            for _ in range(self.spec.images):
+                self.lane_free = max(self.lane_free, t) + self.image_ms() * self.factor() * self.ms
+                t = self.lane_free
+            prefill = self.rules.prefill_ms(self.tokens, self.chunk) * self.slowdown * self.factor() * self.ms
+            self.at(t + prefill, self.prefilled, i)
+
+    def image_ms(self) -> float:  # `Engine._image_ms` for a unique image of `image_kb`
+        transport, kb = self.cfg["mm_feature_transport"], self.spec.image_kb
+        if transport == "cpu":
+            return 20.0 + 4.0 * kb / 100.0
+        if transport == "cuda_ipc":
+            return 5.0 + kb / 100.0
+        return 8.0 + kb / 100.0
+
+    def prefilled(self, i: int) -> None:
+        self.prefilling -= self.tokens
+        if self.decoding == 0:
+            self.gen_tokens, self.gen_since = 0, self.now
+        self.decoding += 1
+        r = self.recs[i]
+        r.ttft = self.now - r.start
+        self.last[i] = self.now
+        self.left[i] -= 1  # the first token is sent at once
+        self.emitted(1)
+        self.next_chunk(i)
+
+    def next_chunk(self, i: int) -> None:  # `Engine._decode`
+        if self.left[i] <= 0:
+            self.decoding -= 1
+            self.running -= 1
+            self.kv_used -= self.need
+            r = self.recs[i]
+            r.latency, r.success, r.finished = self.now - r.start, True, True
+            return
+        n = min(self.per_chunk, self.left[i])
+        step = self.rules.decode_step_ms(self.decoding, self.graph_bs, self.chunk, self.prefilling) * self.slowdown
+        self.steps += n
+        self.left[i] -= n
+        self.at(self.now + step * n * self.factor() * self.ms, self.chunk_done, i, n)
+
+    def chunk_done(self, i: int, n: int) -> None:
+        self.recs[i].itl.append(self.now - self.last[i])
+        self.last[i] = self.now
+        self.emitted(n)
+        self.next_chunk(i)
+
+    def emitted(self, n: int) -> None:  # `Engine._emitted`: a decode line once `log_s` has passed
+        self.gen_tokens += n
+        elapsed = self.now - self.gen_since
+        if self.spec.log_s > 0 and elapsed >= self.spec.log_s:
+            self.log("decode", self.gen_tokens / elapsed)
+            self.gen_tokens, self.gen_since = 0, self.now
+
+    def log(self, kind: str, gen_throughput: float = 0.0) -> None:
+        usage = round(self.kv_used / self.capacity, 2) if self.capacity > 0 else 0.0
+        record = {"t": round(self.now, 4), "kind": kind, "running_req": self.decoding, "queue_req": len(self.queue),
+                  "token_usage": usage, "cuda_graph": kind == "decode" and self.decoding <= self.graph_bs}  # fmt: skip
+        if kind == "decode":
+            record.update(tokens=self.kv_used, gen_throughput=round(gen_throughput, 2))
+        self.telemetry.append(record)

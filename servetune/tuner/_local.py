@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from servetune.schema.space import ChoiceDistribution, Distribution, FloatDistribution, IntDistribution
+from servetune.tuner import _model
 from servetune.tuner._options import SOURCES_BASELINE
 from servetune.tuner._params import _coerce, encode_params
 
@@ -75,7 +76,8 @@ def snap(value: Any, dist: Distribution) -> Any:
 
 def neighbours(space: Mapping[str, Distribution], values: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every config that differs from `values` in exactly one field: each other choice; for a
-    range, half and double (log) or a quarter of the range down and up, snapped onto the grid."""
+    range, x/÷ 2 and x/÷ sqrt(2) (log: repeated moves reach values between the powers of two), or a
+    quarter of the range down and up, snapped onto the grid."""
     out: list[dict[str, Any]] = []
     for name, dist in space.items():
         current = values[name]
@@ -84,7 +86,7 @@ def neighbours(space: Mapping[str, Distribution], values: Mapping[str, Any]) -> 
         else:
             low, high = dist.bounds
             if dist.log:
-                raw = [current / 2, current * 2]
+                raw = [current / 2, current / math.sqrt(2), current * math.sqrt(2), current * 2]
             else:
                 raw = [current - (high - low) / 4, current + (high - low) / 4]
             moves = []
@@ -135,12 +137,26 @@ def effective_params(
 
 
 def propose(
-    space: Mapping[str, Distribution], incumbent: Mapping[str, Any], tried: list[Mapping[str, Any]], rng: random.Random
+    space: Mapping[str, Distribution],
+    incumbent: Mapping[str, Any],
+    tried: list[Mapping[str, Any]],
+    rng: random.Random,
+    score: Callable[[Mapping[str, Any]], float] | None = None,
 ) -> dict[str, Any] | None:
-    """A neighbour of `incumbent` not among `tried`, drawn with `rng` (None: all were tried)."""
+    """A neighbour of `incumbent` not among `tried`, drawn with `rng` (None: all were tried). With
+    `score` (the server model's predicted capacity), every other draw takes the best-scored neighbour
+    instead, where one scores above the incumbent: moves go where the model points, and the rest
+    explore the fields it does not model."""
     seen = {_key(t) for t in tried}
     fresh = [n for n in neighbours(space, incumbent) if _key(n) not in seen]
-    return rng.choice(fresh) if fresh else None
+    if not fresh:
+        return None
+    if score is not None and rng.random() < 0.5:
+        own = score(incumbent)
+        best = max(fresh, key=score)
+        if score(best) > own:
+            return best
+    return rng.choice(fresh)
 
 
 # ------------------------------------------------------------------ in a study
@@ -180,9 +196,12 @@ def enqueue_neighbour(setup: StudySetup, trials: list, budget: int) -> None:
     incumbent = max(finished, key=lambda t: sign * t.values[0])
     seed = setup.options.seed
     rng = random.Random(f"{seed}-{len(trials)}") if seed is not None else random.Random()
-    space = {n: p.distribution for n, p in setup.space.params.items()}
+    record = _model.load(setup.study) if setup.capacity else None
+    space = {n: p.distribution for n, p in _model.search_space(setup.space, record).params.items()}
     start = full_values(incumbent)
-    values = propose(space, start, [v for t in trials if (v := full_values(t)) is not None], rng)
+    values = propose(
+        space, start, [v for t in trials if (v := full_values(t)) is not None], rng, score=_model.scorer(setup, record)
+    )
     if values is not None:
         # fields the incumbent left to SGLang stay unset where the neighbour keeps their value, so
         # it differs from the incumbent's launch in one field, and a winner's preset sets only that

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from servetune.errors import ConflictError, TuningError
 from servetune.runner import Failure
 from servetune.secrets import redact
-from servetune.tuner import _local, _storage
+from servetune.tuner import _local, _model, _storage
 from servetune.tuner._evaluate import Outcome, Slot, config_hash, evaluate, evaluate_capacity, failure_record
 from servetune.tuner._options import SOURCES_BASELINE
 from servetune.tuner._params import suggest
@@ -117,7 +117,8 @@ class TrialDriver:
             params = suggest(trial, s.space, only=fixed_params)
             layer: dict[str, Any] = {}
         else:
-            params = suggest(trial, s.space)
+            record = _model.load(s.study) if s.capacity else None
+            params = suggest(trial, _model.search_space(s.space, record))
             auto = set(trial.user_attrs.get("auto") or ())  # a local trial: left to SGLang as in its incumbent
             layer = {k: v for k, v in params.items() if v is not None and k not in auto}
             trial.set_user_attr("source", source)
@@ -142,10 +143,16 @@ class TrialDriver:
         if prior is not None:
             return self._reuse(trial, prior)
 
+        if s.capacity and source not in SOURCES_BASELINE:
+            predicted = _model.prediction(s, params)
+            if predicted is not None:
+                trial.set_user_attr("predicted", predicted)
         m = self._measure(trial, res, source, slot, trial_dir)
-        trial.set_user_attr("timing", _rounded(m.timing))
+        floored = trial.user_attrs.get("floor") is not None
+        trial.set_user_attr("timing", _rounded({**m.timing, **_search_split(m.capacity, floored)}))
         if m.capacity is not None:
             trial.set_user_attr("capacity", m.capacity)
+            trial.set_user_attr("server_limits", _model.server_limits(m.server_info))
         if m.below_floor is not None:
             trial.set_user_attr("pruned", {"why": "below_floor", "floor": m.below_floor})
         if self.stop.is_set() and (m.stopped_early or m.failure is not None):
@@ -159,7 +166,7 @@ class TrialDriver:
                     notes=[f"log tail:\n{m.failure.log_tail}"] if m.failure.log_tail else (),
                 )
             return self.fail(trial, m.failure)
-        if source in SOURCES_BASELINE and self.local_budget:
+        if source in SOURCES_BASELINE and (self.local_budget or s.capacity):
             fixed = trial.user_attrs.get("fixed") or {}
             trial.set_user_attr("effective_params", _local.baseline_values(s, params, fixed, env, m.server_info))
             trial.set_user_attr("auto", sorted(n for n, v in fixed.items() if v is None))
@@ -171,7 +178,10 @@ class TrialDriver:
         s = self.s
         baseline = source in SOURCES_BASELINE
         if s.capacity:
-            floor = None if baseline else self.incumbent_value()
+            # screening: one step at the incumbent's capacity plus the resolution; a config that cannot
+            # meet it cannot beat the incumbent by a margin the search resolves (PRUNED below_floor)
+            incumbent = None if baseline else self.incumbent_value()
+            floor = incumbent * (1.0 + s.search.resolution) if incumbent else None
             trial.set_user_attr("floor", floor)
             return evaluate_capacity(
                 self.runner,
@@ -353,6 +363,17 @@ class TrialDriver:
                 total=s.options.trials,
             )
         )
+
+
+def _search_split(capacity: dict[str, Any] | None, floored: bool) -> dict[str, Any]:
+    """A capacity trial's bench time split (s): the screening step (its first, where the search started
+    at a floor), the search's other steps, and a soak."""
+    if not capacity or not capacity.get("steps"):
+        return {}
+    steps = capacity["steps"]
+    screening = steps[0].get("bench_s", 0.0) if floored else 0.0
+    search = sum(x.get("bench_s", 0.0) for x in steps) - screening
+    return {"screening_s": screening, "search_s": search, "soak_s": (capacity.get("soak") or {}).get("bench_s", 0.0)}
 
 
 def _rounded(timing: dict[str, Any]) -> dict[str, Any]:

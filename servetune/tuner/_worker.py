@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from servetune.tuner import _local, _storage
+from servetune.tuner import _local, _model, _storage
 from servetune.tuner._evaluate import Slot
 from servetune.tuner._trial import TrialDriver, launches
 from servetune.tuner.events import Converged
@@ -90,7 +90,8 @@ class SlotWorkers:
                         done = launches(study.get_trials(deepcopy=False), running=False)
                         self.on_event(Converged(reproposals=self.driver.reproposals, done=done))
                     return
-                _local.enqueue_neighbour(self.s, trials, self.local_budget)
+                _model.update(self.s, trials)  # once the baselines ran: the server model, its seed
+                _local.enqueue_neighbour(self.s, study.get_trials(deepcopy=False), self.local_budget)
                 with warnings.catch_warnings():
                     # "heartbeat is meant for optimize()": we beat ourselves
                     warnings.simplefilter("ignore", UserWarning)

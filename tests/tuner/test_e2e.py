@@ -16,8 +16,8 @@ from tests.tuner.conftest import MODEL, load_trials, run_tune, tune_argv
 # while the sampler's slower configs (1600-2000 ms when the machine is quiet) can still miss it.
 SLO_MS = 2500.0
 # The local phase's first trial is a one-field change of the baseline drawn with this seed:
-# with 17 it is mem_fraction_static 0.94, which dies with CUDA OOM at start (the OOM test below).
-SEED = 17
+# with 19 it is mem_fraction_static 0.94, which dies with CUDA OOM at start (the OOM test below).
+SEED = 19
 
 
 @pytest.fixture(scope="module")

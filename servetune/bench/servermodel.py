@@ -1,0 +1,522 @@
+"""A model of one server's capacity at an SLO, fitted on what one capacity search measured.
+
+A capacity search of a baseline runs 6-12 steps at rates around its capacity. Every step records
+each request's arrival, first token and end (`requests.jsonl`) and SGLang's own scheduler lines
+(`telemetry.jsonl`: running and queued requests, KV token usage, whether the decode batch ran in a
+CUDA graph). `profile_step` condenses one step into a `StepProfile`; `ServerModel.fit` reads the
+profiles of one search and predicts the capacity of the same server under another running limit
+and decode CUDA-graph size (`ServerModel.capacity`), so a study spends its first sampled launch on
+the config the measurement points to.
+
+**What is fitted.** Each request decodes its tokens at a time per token of
+
+    TPOT = (a + b * B + e * E) / (1 - s * r)
+
+where B is the number of requests decoding during its life (time-averaged, from every request's
+first token and end), E the share of its life with B above the CUDA graph's size (a batch past
+the graph runs eagerly), and r the rate of prefills that finished during its life (other
+requests' first tokens per second): each prefill holds decode for s, so decode runs a share
+1 - s * r of the time. a is the decode step at an empty batch, b its growth per running request,
+e the eager penalty. Multiplied out, TPOT = a + b * B + e * E + s * A / (n - 1), with A the prefills
+during its life and n its output tokens: a linear regression. The fit is ordinary least squares
+over every finished request of every step (the steps keep its sufficient statistics, so a study stores a few numbers per
+step, not every request), with a negative coefficient dropped and the rest refitted; e is only
+fitted where the baseline ran past its graph (else it is unknown, and a graph smaller than the
+running limit is not recommended). SGLang 0.5.17's `gen throughput` per decode line is not used:
+on the H200 its ratio to the running batch read 0.15-190 ms per token within one step (it counts
+prefill time in the interval), while per-request TPOT is exact.
+
+**What is predicted**, at a rate `lam`, a running limit `L` (capped by the KV pool, from token
+usage) and a graph size `G`:
+
+- the mean batch by Little's law, B = lam * (t0 + (n - 1) * TPOT(B)), at most L;
+- p99 TPOT: B and the prefills during one life at their 99th percentile under Poisson arrivals
+  (mean + z * k * sqrt(mean), k fitted to the steps' measured p99 TPOT), the prefills at most L per
+  life once the limit binds (arrivals past it wait, so they cannot stall the running batch);
+- p99 TTFT: the baseline's no-queue p99 TTFT (linear in the rate over its steps) plus the p99 wait
+  for one of L slots (Erlang C with a service time of one request's life, scaled by the
+  Allen-Cunneen factor (1 + cv^2) / 2 for its measured variability);
+- the capacity: the highest rate whose p99 TPOT and p99 TTFT meet the SLO, below the limit's
+  throughput ceiling L / life.
+
+It models what a running limit and a graph size do; it does not model other fields (they are the
+baseline's), memory fraction (it only tells whether the KV pool bound), or a model the search did not
+run. Its error on the stand-in and the H200 is in docs/tuning.md; the tuner stores each trial's
+prediction beside its measurement.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from servetune.bench.metrics import RequestRecord
+    from servetune.bench.slo import LatencySlo
+
+__all__ = ["ModelPoint", "ServerModel", "StepProfile", "profile_step"]
+
+Z99 = 2.326
+"""The standard normal's 99th percentile."""
+REGRESSORS = ("base", "batch", "eager", "prefill")
+"""The columns of the TPOT regression: 1, B, E, A / (n - 1)."""
+MIN_REQUESTS = 20
+"""Requests a step needs to enter the fit."""
+
+
+class StepProfile(BaseModel):
+    """What one capacity step says about the server (`profile_step`), compact enough to store per trial."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    rate: float
+    """Offered Poisson rate (req/s)."""
+    requests: int
+    """Requests that finished and enter the fit (the warm-up span's too: the fit needs no steady state)."""
+    out_tokens: float
+    """Mean output tokens per request."""
+    ttft_p50_ms: float
+    """Median TTFT from the scheduled arrival (ms)."""
+    ttft_p99_ms: float
+    """p99 TTFT from the scheduled arrival (ms)."""
+    tpot_p99_ms: float
+    """p99 TPOT (ms)."""
+    batch_mean: float
+    """Requests decoding, time-averaged over the judged span (from each request's first token and end)."""
+    batch_max: int
+    """The most requests decoding at once (client view)."""
+    life_cv2: float
+    """Squared coefficient of variation of a request's life (arrival to end): the service time's variability."""
+    completion_rate: float
+    """Completions per second over the judged span."""
+    graph_bs: int | None = None
+    """The decode CUDA graph's largest batch (None: unknown)."""
+    over_graph_share: float = 0.0
+    """Share of the span with more requests decoding than `graph_bs`."""
+    xtx: list[list[float]]
+    """Sufficient statistics of the TPOT regression (X'X over `REGRESSORS`)."""
+    xty: list[float]
+    """... X'y (y: TPOT in ms) ..."""
+    yty: float
+    """... and y'y."""
+    running_max: int | None = None
+    """SGLang's largest `#running-req` during the step (telemetry; None without it)."""
+    queue_max: int | None = None
+    """SGLang's largest `#queue-req`."""
+    token_usage_max: float | None = None
+    """SGLang's largest KV `token usage` (0-1)."""
+    kv_tokens: float | None = None
+    """The KV pool in tokens (`#token` / `token usage`, where usage is readable)."""
+    kv_per_request: float | None = None
+    """KV tokens per running request (`#token` / `#running-req`, median)."""
+    graph_false_share: float | None = None
+    """Share of SGLang's decode lines that ran without a CUDA graph."""
+
+
+class _Decoding:
+    """The number of requests decoding (first token <= t < end) as a step function of time, with
+    prefix sums, so its integral and the time it spends above a size are O(log n) per window."""
+
+    def __init__(self, firsts: Sequence[float], ends: Sequence[float], graph: int | None) -> None:
+        events = sorted([(t, 1) for t in firsts] + [(t, -1) for t in ends])
+        self.times: list[float] = []
+        self.counts: list[int] = []
+        count = 0
+        for t, d in events:
+            count += d
+            if self.times and self.times[-1] == t:
+                self.counts[-1] = count
+            else:
+                self.times.append(t)
+                self.counts.append(count)
+        self.graph = graph
+        self.area = [0.0]  # integral of the count up to times[i]
+        self.over = [0.0]  # time above `graph` up to times[i]
+        for i in range(1, len(self.times)):
+            dt = self.times[i] - self.times[i - 1]
+            self.area.append(self.area[-1] + self.counts[i - 1] * dt)
+            above = graph is not None and self.counts[i - 1] > graph
+            self.over.append(self.over[-1] + (dt if above else 0.0))
+        self.peak = max(self.counts, default=0)
+
+    def _at(self, sums: list[float], value, t: float) -> float:
+        i = bisect.bisect_right(self.times, t) - 1
+        if i < 0:
+            return 0.0
+        return sums[i] + value(self.counts[i]) * (t - self.times[i])
+
+    def integral(self, x: float, y: float) -> float:
+        """The integral of the count over [x, y]."""
+        return self._at(self.area, float, y) - self._at(self.area, float, x)
+
+    def over_share(self, x: float, y: float) -> float:
+        """Share of [x, y] with more than `graph` decoding (0 without a graph size)."""
+        if self.graph is None or y <= x:
+            return 0.0
+        above = lambda c: 1.0 if c > self.graph else 0.0  # noqa: E731
+        return (self._at(self.over, above, y) - self._at(self.over, above, x)) / (y - x)
+
+
+def profile_step(
+    records: Sequence[RequestRecord],
+    rate: float,
+    *,
+    warmup_s: float,
+    telemetry: Sequence[Mapping[str, Any]] = (),
+    graph_bs: int | None = None,
+) -> StepProfile | None:
+    """One step's `StepProfile` from every arrival's record (arrival order, on the step's clock) and
+    SGLang's scheduler records (`t` on the same clock); None when fewer than `MIN_REQUESTS` judged
+    requests finished. `graph_bs`: the server's decode graph size (else read off the telemetry: the
+    largest batch that ran in a graph, where one ran outside it)."""
+    from servetune.bench.metrics import percentile
+
+    if not records:
+        return None
+    t0 = min(r.arrival for r in records)
+    done = [r for r in records if r.finished and r.success and r.ttft > 0]
+    firsts = sorted(r.start + r.ttft for r in done)
+    ends = sorted(r.end for r in done)
+    fitted = [r for r in done if r.output_len > 1 and r.end > r.start + r.ttft]
+    judged = [r for r in fitted if r.arrival - t0 >= warmup_s] or fitted
+    if len(fitted) < MIN_REQUESTS:
+        return None
+    decode = [t for t in telemetry if t.get("kind") == "decode" and t.get("t", -1.0) >= warmup_s]
+    if graph_bs is None:
+        graph_bs = _graph_from_telemetry(decode)
+    decoding = _Decoding(firsts, ends, graph_bs)
+    k = len(REGRESSORS)
+    xtx = [[0.0] * k for _ in range(k)]
+    xty = [0.0] * k
+    yty = 0.0
+    lives = []
+    for r in fitted:  # a request's own batch and prefills are its regressors: the warm-up span fits too
+        first, end = r.start + r.ttft, r.end
+        life = end - first
+        batch = decoding.integral(first, end) / life
+        eager = decoding.over_share(first, end)
+        prefills = bisect.bisect_right(firsts, end) - bisect.bisect_right(firsts, first)
+        x = (1.0, batch, eager, prefills / (r.output_len - 1))
+        y = life / (r.output_len - 1) * 1000.0
+        yty += y * y
+        for i in range(k):
+            xty[i] += x[i] * y
+            for j in range(k):
+                xtx[i][j] += x[i] * x[j]
+        lives.append(r.end - r.arrival)
+    span_start = t0 + warmup_s
+    span_end = max(r.end for r in judged)
+    span = max(span_end - span_start, 1e-9)
+    mean_life = math.fsum(lives) / len(lives)
+    cv2 = math.fsum((v - mean_life) ** 2 for v in lives) / len(lives) / mean_life**2 if mean_life > 0 else 0.0
+    ttfts = sorted((r.ttft + r.lag) * 1000.0 for r in judged)
+    tpots = sorted((r.end - r.start - r.ttft) / (r.output_len - 1) * 1000.0 for r in judged)
+    tele = _telemetry_summary(decode)
+    return StepProfile(
+        rate=rate, requests=len(fitted), out_tokens=math.fsum(r.output_len for r in judged) / len(judged),
+        ttft_p50_ms=percentile(ttfts, 50), ttft_p99_ms=percentile(ttfts, 99), tpot_p99_ms=percentile(tpots, 99),
+        batch_mean=decoding.integral(span_start, span_end) / span, batch_max=decoding.peak, life_cv2=cv2,
+        completion_rate=sum(1 for r in done if span_start <= r.end <= span_end) / span, graph_bs=graph_bs,
+        over_graph_share=decoding.over_share(span_start, span_end),
+        xtx=xtx, xty=xty, yty=yty, **tele,
+    )  # fmt: skip
+
+
+def _graph_from_telemetry(decode: Sequence[Mapping[str, Any]]) -> int | None:
+    """The graph's size as the telemetry shows it: the largest batch that ran in a graph, where a
+    larger one ran without (None when every line ran in a graph, or none did)."""
+    inside = [int(t["running_req"]) for t in decode if t.get("cuda_graph") is True and "running_req" in t]
+    outside = [int(t["running_req"]) for t in decode if t.get("cuda_graph") is False and "running_req" in t]
+    if not inside or not outside:
+        return None
+    return max(b for b in inside if b < min(outside)) if any(b < min(outside) for b in inside) else None
+
+
+def _telemetry_summary(decode: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The telemetry fields of a profile (all None without decode lines)."""
+    if not decode:
+        return {}
+    running = [int(t.get("running_req") or 0) for t in decode]
+    usage = [float(t.get("token_usage") or 0.0) for t in decode]
+    readable = [t for t in decode if (t.get("token_usage") or 0.0) >= 0.05 and t.get("tokens")]
+    per_request = sorted(
+        float(t["tokens"]) / t["running_req"] for t in decode if t.get("tokens") and t.get("running_req")
+    )
+    graphs = [t.get("cuda_graph") for t in decode if isinstance(t.get("cuda_graph"), bool)]
+    return {
+        "running_max": max(running),
+        "queue_max": max(int(t.get("queue_req") or 0) for t in decode),
+        "token_usage_max": max(usage),
+        "kv_tokens": sorted(float(t["tokens"]) / float(t["token_usage"]) for t in readable)[len(readable) // 2]
+        if readable
+        else None,
+        "kv_per_request": per_request[len(per_request) // 2] if per_request else None,
+        "graph_false_share": (sum(1 for g in graphs if not g) / len(graphs)) if graphs else None,
+    }
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None for a singular system."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-12:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                for c in range(col, n + 1):
+                    m[r][c] -= f * m[col][c]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def _erlang_c(servers: int, load: float) -> float:
+    """The probability that an arrival waits in an M/M/c queue (c = `servers`, offered load in Erlangs)."""
+    if load >= servers:
+        return 1.0
+    if load <= 0:
+        return 0.0
+    blocking = 1.0
+    for k in range(1, servers + 1):
+        blocking = load * blocking / (k + load * blocking)
+    return servers * blocking / (servers - load * (1.0 - blocking))
+
+
+class ModelPoint(BaseModel):
+    """The model's reading of one config at one rate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rate: float
+    batch: float
+    tpot_p99_ms: float
+    ttft_p99_ms: float
+    wait_p99_ms: float
+    stable: bool
+
+
+class ServerModel(BaseModel):
+    """TPOT and TTFT of one server as functions of the rate, running limit and graph size (module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    base_ms: float
+    """a: time per token at an empty batch, no prefill (ms)."""
+    per_running_ms: float
+    """b: growth of the time per token per running request (ms)."""
+    eager_ms: float | None
+    """e: added per token while the batch is past the CUDA graph (ms); None: never seen."""
+    prefill_ms: float
+    """s: decode time each prefill holds (ms)."""
+    spread: float
+    """k: the 99th percentiles' spread, in Poisson standard deviations (fitted to the steps' p99 TPOT)."""
+    out_tokens: float
+    """Mean output tokens per request."""
+    ttft_ms: float
+    """Median TTFT with no queue (ms): the lowest of the steps' medians."""
+    ttft_p99_ms: float
+    """p99 TTFT with no queue at rate 0 (ms) ..."""
+    ttft_p99_per_rate: float
+    """... and its growth per req/s (ms), over the steps where no request queued."""
+    life_cv2: float
+    """Variability of a request's life (squared coefficient of variation)."""
+    kv_slots: float | None
+    """Requests the KV pool holds (None: unknown, or it never bound)."""
+    kv_bound: bool
+    """Token usage reached 90%: the KV pool bound the running batch."""
+    running_limit: int
+    """The baseline's effective running limit."""
+    graph_bs: int | None
+    """The baseline's decode graph size."""
+    running_max: int
+    """The most requests the baseline ever ran at once."""
+    queued: bool = False
+    """SGLang's telemetry showed requests queued for admission (the running limit or KV pool bound)."""
+    token_usage_max: float | None
+    """The baseline's largest KV token usage."""
+    throughput_max: float
+    """The highest completion rate any step reached (req/s)."""
+    steps: int
+    """Steps fitted."""
+    requests: int
+    """Requests fitted."""
+    r2: float
+    """Share of the TPOT variance the fit explains."""
+
+    @classmethod
+    def fit(
+        cls,
+        profiles: Sequence[StepProfile],
+        *,
+        running_limit: int | None = None,
+        graph_bs: int | None = None,
+    ) -> ServerModel | None:
+        """The model of the server that ran `profiles` (one search), or None with fewer than two
+        usable steps. `running_limit` / `graph_bs`: its effective values (else read off the profiles)."""
+        usable = [p for p in profiles if p.requests >= MIN_REQUESTS]
+        if len(usable) < 2:
+            return None
+        k = len(REGRESSORS)
+        xtx = [[math.fsum(p.xtx[i][j] for p in usable) for j in range(k)] for i in range(k)]
+        xty = [math.fsum(p.xty[i] for p in usable) for i in range(k)]
+        n_req = sum(p.requests for p in usable)
+        eager_seen = xtx[2][2] > 1e-6
+        active = [i for i in range(k) if i != 2 or eager_seen]
+        coef: dict[int, float] = {}
+        for _ in range(k):
+            sol = _solve([[xtx[i][j] for j in active] for i in active], [xty[i] for i in active])
+            if sol is None:
+                active = [i for i in active if i in (0, 3)] if len(active) > 2 else [0]
+                continue
+            coef = dict(zip(active, sol))
+            negative = [i for i in active if i != 0 and coef[i] < 0]
+            if not negative:
+                break
+            active = [i for i in active if i not in negative]
+        mean_y = xty[0] / xtx[0][0]
+        c = [coef.get(i, 0.0) for i in range(k)]
+        yty = math.fsum(p.yty for p in usable)
+        residual = (
+            yty
+            - 2 * sum(c[i] * xty[i] for i in range(k))
+            + sum(c[i] * xtx[i][j] * c[j] for i in range(k) for j in range(k))
+        )
+        total = yty - n_req * mean_y**2
+        r2 = max(0.0, min(1.0, 1.0 - residual / total)) if total > 0 else 0.0
+        graph = graph_bs if graph_bs is not None else next((p.graph_bs for p in usable if p.graph_bs), None)
+        usage = [p.token_usage_max for p in usable if p.token_usage_max is not None]
+        kv = [p.kv_tokens / p.kv_per_request for p in usable if p.kv_tokens and p.kv_per_request]
+        running_max = max((p.running_max or p.batch_max) for p in usable)
+        quiet = [p for p in usable if not p.queue_max]
+        c0, c1 = _line([(p.rate, p.ttft_p99_ms) for p in (quiet or usable)])
+        model = cls(
+            base_ms=coef.get(0, mean_y), per_running_ms=coef.get(1, 0.0),
+            eager_ms=coef.get(2, 0.0) if eager_seen else None, prefill_ms=coef.get(3, 0.0), spread=1.0,
+            out_tokens=math.fsum(p.out_tokens * p.requests for p in usable) / n_req,
+            ttft_ms=min(p.ttft_p50_ms for p in usable), ttft_p99_ms=c0, ttft_p99_per_rate=c1,
+            life_cv2=math.fsum(p.life_cv2 * p.requests for p in usable) / n_req,
+            kv_slots=sorted(kv)[len(kv) // 2] if kv else None, kv_bound=bool(usage) and max(usage) >= 0.9,
+            running_limit=running_limit or 4096, graph_bs=graph, running_max=running_max,
+            queued=any((p.queue_max or 0) > 0 for p in usable),
+            token_usage_max=max(usage) if usage else None, throughput_max=max(p.completion_rate for p in usable),
+            steps=len(usable), requests=n_req, r2=r2,
+        )  # fmt: skip
+        return model.model_copy(update={"spread": model._fit_spread(usable)})
+
+    def _fit_spread(self, profiles: Sequence[StepProfile]) -> float:
+        """k minimising the squared error of the predicted p99 TPOT over the steps (a grid over 0-3)."""
+        own = (self.running_limit, self.graph_bs)
+        best = (math.inf, 1.0)
+        for i in range(61):
+            k = i * 0.05
+            trial = self.model_copy(update={"spread": k})
+            err = 0.0
+            for p in profiles:
+                pt = trial.point(p.rate, *own)
+                err += p.requests * (min(pt.tpot_p99_ms, 10 * p.tpot_p99_ms) - p.tpot_p99_ms) ** 2
+            best = min(best, (err, k))
+        return best[1]
+
+    def limit(self, running_limit: int | None) -> float:
+        """The running batch's effective limit: the running limit, or the KV pool where it is smaller."""
+        limit = float(running_limit or self.running_limit)
+        return min(limit, self.kv_slots) if self.kv_slots else limit
+
+    def tpot_ms(self, batch: float, graph_bs: int | None, prefill_rate: float) -> float:
+        """Mean time per token at a running batch, graph size and prefill rate (ms); inf when the
+        prefills leave decode no time."""
+        eager = self.eager_ms if (self.eager_ms and graph_bs is not None and batch > graph_bs) else 0.0
+        share = 1.0 - self.prefill_ms * prefill_rate / 1000.0
+        if share <= 0.0:
+            return math.inf
+        return (self.base_ms + self.per_running_ms * batch + eager) / share
+
+    def point(self, rate: float, running_limit: int | None, graph_bs: int | None) -> ModelPoint:
+        """The model at `rate` (req/s) under a running limit (None: the baseline's) and graph size."""
+        limit = self.limit(running_limit)
+        n1 = max(self.out_tokens - 1.0, 1.0)
+        t0 = self.ttft_ms / 1000.0
+        batch = 1.0
+        for _ in range(60):
+            life = t0 + n1 * self.tpot_ms(min(batch, limit), graph_bs, rate) / 1000.0
+            new = min(limit, rate * life)
+            if abs(new - batch) < 1e-6:
+                break
+            batch = new
+        life_full = t0 + n1 * self.tpot_ms(limit, graph_bs, rate) / 1000.0
+        stable = math.isfinite(life_full) and rate * life_full < limit
+        wait = 0.0
+        if not stable:
+            wait = math.inf
+        elif limit < 4096:
+            servers = max(1, int(limit))
+            waiting = _erlang_c(servers, rate * life_full)
+            if waiting > 0.01:
+                wait = (1.0 + self.life_cv2) / 2.0 * math.log(waiting / 0.01) / (servers / life_full - rate)
+        life = t0 + n1 * self.tpot_ms(batch, graph_bs, rate) / 1000.0
+        k = self.spread
+        b99 = min(limit, batch + Z99 * k * math.sqrt(batch))
+        prefills = rate * life
+        p99 = prefills + Z99 * k * math.sqrt(prefills)
+        if limit < 4096:
+            p99 = min(p99, limit)
+        tpot99 = self.tpot_ms(b99, graph_bs, p99 / life)
+        ttft99 = self.ttft_p99_ms + self.ttft_p99_per_rate * rate + wait * 1000.0
+        return ModelPoint(
+            rate=rate, batch=batch, tpot_p99_ms=tpot99, ttft_p99_ms=ttft99, wait_p99_ms=wait * 1000.0, stable=stable
+        )
+
+    def meets(self, point: ModelPoint, slos: Sequence[LatencySlo]) -> bool:
+        """Whether the point meets every SLO the model reads (TPOT/ITL against p99 TPOT, TTFT/E2E
+        against p99 TTFT plus the decode; a median SLO against the median-ish mean)."""
+        if not point.stable:
+            return False
+        for slo in slos:
+            if slo.metric in ("tpot", "itl") and point.tpot_p99_ms > slo.bound_ms:
+                return False
+            if slo.metric == "ttft" and point.ttft_p99_ms > slo.bound_ms:
+                return False
+            if slo.metric == "e2e":
+                e2e = point.ttft_p99_ms + (self.out_tokens - 1) * point.tpot_p99_ms
+                if e2e > slo.bound_ms:
+                    return False
+        return True
+
+    def capacity(
+        self, slos: Sequence[LatencySlo], running_limit: int | None = None, graph_bs: int | None = None
+    ) -> float:
+        """The highest rate (req/s) at which the model meets every SLO (bisection to 0.5%)."""
+        graph = graph_bs if graph_bs is not None else self.graph_bs
+        lo, hi = 0.0, max(self.throughput_max, 1.0) * 4.0
+        if not self.meets(self.point(hi * 1e-3, running_limit, graph), slos):
+            return 0.0
+        lo = hi * 1e-3
+        while hi / lo - 1.0 > 0.005:
+            mid = math.sqrt(lo * hi)
+            if self.meets(self.point(mid, running_limit, graph), slos):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def summary(self) -> dict[str, Any]:
+        """The fitted figures, rounded, as a study stores and `tune report` prints them."""
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.model_dump().items()}
+
+
+def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares intercept and (non-negative) slope; a flat line through the mean for one point."""
+    n = len(points)
+    mx = math.fsum(x for x, _ in points) / n
+    my = math.fsum(y for _, y in points) / n
+    sxx = math.fsum((x - mx) ** 2 for x, _ in points)
+    if n < 2 or sxx <= 0:
+        return my, 0.0
+    slope = max(0.0, math.fsum((x - mx) * (y - my) for x, y in points) / sxx)
+    return my - slope * mx, slope

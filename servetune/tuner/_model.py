@@ -1,0 +1,360 @@
+"""A capacity study's server model: measure the baseline once, model it, spend launches checking the model.
+
+Once the baselines have run their capacity searches, `update` fits a `ServerModel` (`bench.servermodel`)
+on the best baseline's steps (their `StepProfile`s: per-request TPOT against the running batch and the
+prefills during each request's life, SGLang's telemetry of running, queued and KV usage), then
+
+- **prunes the space by evidence** (`evidence`): memory fraction is frozen when KV token usage stayed
+  far below 1 (the pool never bound); where the baseline's batch never reached its running limit and
+  nothing queued, a running limit or decode-graph size above twice the largest running batch it ever
+  ran is cut off (it cannot bind on this server and traffic). Each
+  change is stored with its reason (`STUDY_ATTR`) and applied to every later trial (`search_space`);
+- **seeds the first sampled trial** with the config the model predicts best over the space's running
+  limits and graph sizes (the baseline's other values kept), enqueued with `source: "model"`;
+- **predicts every trial** (`prediction`): its running limit and graph size through the model, stored
+  beside its measured capacity, so `tune report` prints the model's error.
+
+No config is hand-picked: the seed comes from the measurement alone. A study whose space holds
+neither a running limit nor a graph size, or whose baselines left fewer than two readable steps,
+gets no model (the reason is stored) and searches as before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from servetune.schema.space import ChoiceDistribution, Distribution, FloatDistribution, IntDistribution
+from servetune.tuner._options import SOURCES_BASELINE
+from servetune.tuner._params import encode_params, ordinal_values
+
+if TYPE_CHECKING:
+    from servetune.bench.servermodel import ServerModel
+    from servetune.tuner._setup import StudySetup
+    from servetune.tuner.space import ResolvedSpace
+
+STUDY_ATTR = "server_model"
+"""The study user attribute holding the model, its evidence and its seed."""
+RUNNING = ("max_running_requests",)
+"""The running-limit field."""
+GRAPH = ("cuda_graph_max_bs_decode", "cuda_graph_max_bs")
+"""The decode CUDA-graph size field (0.5.23's name, then 0.5.17's)."""
+MEMORY = ("mem_fraction_static",)
+"""The memory-fraction field."""
+UNUSED_KV = 0.5
+"""KV token usage below this in every step: the pool never bound, memory fraction is frozen."""
+HEADROOM = 2.0
+"""A running limit or graph size above this many times the largest running batch seen is cut off."""
+GRID = 40
+"""Running limits the seed's search tries across a log-scale integer range."""
+
+
+def field_of(space: Mapping[str, Any], names: Sequence[str]) -> str | None:
+    """The first of `names` the space searches."""
+    return next((n for n in names if n in space), None)
+
+
+def server_limits(info: Mapping[str, Any]) -> dict[str, int | None]:
+    """The running limit and graph size a server runs with, from `/server_info` (0.5.17 reports the
+    running limit as None and the scheduler's figure under `effective_max_running_requests_per_dp`)."""
+    states = info.get("internal_states")
+    inner = states[0] if isinstance(states, list) and states and isinstance(states[0], Mapping) else {}
+
+    def first(*keys: str) -> int | None:
+        for src in (info, inner):
+            for key in keys:
+                value = src.get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
+        return None
+
+    return {
+        "running": first("max_running_requests", "effective_max_running_requests_per_dp"),
+        "graph": first(*GRAPH),
+    }
+
+
+def load(study) -> dict[str, Any] | None:
+    """The study's model record (None before the baselines ran, or without a capacity objective)."""
+    record = study.user_attrs.get(STUDY_ATTR)
+    return record if isinstance(record, dict) else None
+
+
+def model_of(record: Mapping[str, Any] | None) -> ServerModel | None:
+    """The `ServerModel` a record holds, or None."""
+    from servetune.bench.servermodel import ServerModel
+
+    if not record or not record.get("model"):
+        return None
+    return ServerModel(**record["model"])
+
+
+def search_space(space: ResolvedSpace, record: Mapping[str, Any] | None) -> ResolvedSpace:
+    """`space` with the record's evidence applied: frozen fields left out, cut ranges narrowed."""
+    import dataclasses
+
+    if not record or not record.get("evidence"):
+        return space
+    params = dict(space.params)
+    for change in record["evidence"]:
+        name = change["field"]
+        if name not in params:
+            continue
+        if change["action"] == "frozen":
+            params.pop(name)
+        elif change["action"] == "narrowed":
+            dist = _narrowed(params[name].distribution, change["to"])
+            if dist is not None:
+                params[name] = dataclasses.replace(params[name], distribution=dist)
+    return dataclasses.replace(space, params=params)
+
+
+def _narrowed(dist: Distribution, high: float) -> Distribution | None:
+    """`dist` with its upper end cut to `high` (an ordinal choice list keeps its values up to it, so
+    a stored index still means the same value); None where it cannot be cut."""
+    if isinstance(dist, (IntDistribution, FloatDistribution)):
+        low, top = dist.bounds
+        cut = max(low, min(top, type(low)(high)))
+        return dist.model_copy(update={"bounds": (low, cut)})
+    ordered = ordinal_values(dist)
+    if ordered is None:
+        return None
+    kept = [c for c in ordered if c <= high] or [ordered[0]]
+    if len(kept) < 2:
+        kept = list(ordered[:2])
+    return ChoiceDistribution.model_validate({"choice": kept})
+
+
+def evidence(space: ResolvedSpace, model: ServerModel) -> list[dict[str, Any]]:
+    """What the baseline's measurement rules out, one change per field (module docstring)."""
+    out: list[dict[str, Any]] = []
+    memory = field_of(space.params, MEMORY)
+    if memory and model.token_usage_max is not None and model.token_usage_max < UNUSED_KV:
+        out.append({
+            "field": memory, "action": "frozen",
+            "why": f"KV token usage peaked at {model.token_usage_max:.0%} in the baseline's search: the pool "
+                   f"never bound, so the memory fraction only resizes an unused pool",
+        })  # fmt: skip
+    cap = HEADROOM * model.running_max
+    bound = model.running_max >= model.limit(None) or model.queued
+    for names, what in ((RUNNING, "running limit"), (GRAPH, "decode graph size")):
+        name = field_of(space.params, names)
+        if not name:
+            continue
+        if bound:
+            out.append({
+                "field": name, "action": "kept",
+                "why": f"the baseline's running batch reached its limit ({model.running_max}) or requests queued: "
+                       f"a larger {what} may bind",
+            })  # fmt: skip
+            continue
+        dist = space.params[name].distribution
+        top = _top(dist)
+        if top is None or top <= cap:
+            continue
+        cut = _narrowed(dist, cap)
+        if cut is None:
+            out.append({
+                "field": name, "action": "kept",
+                "why": f"a {what} above {cap:.0f} cannot bind, but a choice list with `null` cannot be narrowed "
+                       f"in a study",
+            })  # fmt: skip
+            continue
+        out.append({
+            "field": name, "action": "narrowed", "to": cap, "from": top,
+            "why": f"the baseline never ran more than {model.running_max} requests at once: a {what} above "
+                   f"{cap:.0f} ({HEADROOM:g}x that) cannot bind",
+        })  # fmt: skip
+    return out
+
+
+def _top(dist: Distribution) -> float | None:
+    if isinstance(dist, (IntDistribution, FloatDistribution)):
+        return float(dist.bounds[1])
+    values = [c for c in dist.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    return float(max(values)) if values else None
+
+
+def _candidates(dist: Distribution | None) -> list[Any]:
+    """The values the seed tries of one dimension: a log grid over an integer range, the choices."""
+    if dist is None:
+        return [None]
+    if isinstance(dist, IntDistribution):
+        low, high = dist.bounds
+        if high - low <= GRID:
+            return list(range(low, high + 1, dist.step))
+        out = sorted({int(round(low * (high / low) ** (i / (GRID - 1)))) for i in range(GRID)} | {low, high})
+        return [v for v in out if (v - low) % dist.step == 0] or [low, high]
+    if isinstance(dist, FloatDistribution):
+        low, high = dist.bounds
+        return [low + (high - low) * i / 10 for i in range(11)]
+    return list(dist.choices)
+
+
+def predict(
+    model: ServerModel, slos: Sequence[Any], values: Mapping[str, Any], running: str | None, graph: str | None
+) -> float:
+    """The model's capacity for a config's running limit and graph size (None/absent: the baseline's)."""
+    limit = values.get(running) if running else None
+    size = values.get(graph) if graph else None
+    return model.capacity(slos, running_limit=limit, graph_bs=size)
+
+
+def seed(
+    model: ServerModel, slos: Sequence[Any], space: ResolvedSpace, baseline: Mapping[str, Any]
+) -> tuple[dict[str, Any], float, list[dict[str, Any]]] | None:
+    """The config the model predicts best (the baseline's values with its running limit and graph size
+    replaced), its predicted capacity, and the runners-up; None when the space has neither field or no
+    config beats the baseline's own prediction."""
+    running = field_of(space.params, RUNNING)
+    graph = field_of(space.params, GRAPH)
+    if running is None and graph is None:
+        return None
+    limits = _candidates(space.params[running].distribution if running else None)
+    graphs = _candidates(space.params[graph].distribution if graph else None)
+    own = predict(model, slos, baseline, running, graph)
+    ranked = []
+    for limit in limits:
+        for size in graphs:
+            if (
+                size is not None
+                and limit is not None
+                and size < limit
+                and (model.eager_ms is None or model.eager_ms > 0)
+            ):
+                continue  # a graph smaller than the running limit only costs (or its cost is unknown)
+            values = {**baseline}
+            if running:
+                values[running] = limit
+            if graph:
+                values[graph] = size
+            ranked.append((predict(model, slos, values, running, graph), _change(values, baseline), values))
+    ranked.sort(key=lambda x: (-x[0], x[1]))
+    if not ranked or ranked[0][0] <= own * 1.0001:
+        return None
+    best_cap, _, best = ranked[0]
+    fields = [f for f in (running, graph) if f]
+    runners = [{"capacity": round(c, 4), **{f: v.get(f) for f in fields}} for c, _, v in ranked[1:6]]
+    return best, best_cap, runners
+
+
+def _change(values: Mapping[str, Any], baseline: Mapping[str, Any]) -> float:
+    """How far a config moves from the baseline (log distance over numeric fields): ties go to the nearer."""
+    out = 0.0
+    for k, v in values.items():
+        b = baseline.get(k)
+        if isinstance(v, (int, float)) and isinstance(b, (int, float)) and v > 0 and b > 0:
+            out += abs(math.log(v / b))
+        elif v != b:
+            out += 1.0
+    return out
+
+
+# ------------------------------------------------------------------ in a study
+
+
+def update(setup: StudySetup, trials: list) -> None:
+    """Fit the model once the baselines are done, store it with its evidence, enqueue its seed.
+    Nothing for a study without a capacity objective, or once the model record exists."""
+    from optuna.trial import TrialState
+
+    from servetune.bench.capacity import CapacityStep
+    from servetune.bench.servermodel import ServerModel
+
+    if not setup.capacity or load(setup.study) is not None:
+        return
+    baselines = [t for t in trials if t.user_attrs.get("source") in SOURCES_BASELINE]
+    if not baselines or any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in baselines):
+        return
+    done = [t for t in baselines if t.state == TrialState.COMPLETE and t.values and t.user_attrs.get("capacity")]
+    record: dict[str, Any] = {}
+    if not done:
+        record["note"] = "no baseline measured a capacity: no model"
+        setup.study.set_user_attr(STUDY_ATTR, record)
+        return
+    best = max(done, key=lambda t: t.values[0])
+    steps = [CapacityStep.model_validate(s) for s in best.user_attrs["capacity"].get("steps", [])]
+    limits = best.user_attrs.get("server_limits") or {}
+    model = ServerModel.fit(
+        [s.profile for s in steps if s.profile is not None], running_limit=limits.get("running"),
+        graph_bs=limits.get("graph"),
+    )  # fmt: skip
+    record["fitted_on"] = best.number
+    if model is None:
+        record["note"] = f"trial {best.number}'s search left fewer than two readable steps: no model"
+        setup.study.set_user_attr(STUDY_ATTR, record)
+        return
+    slos = setup.latency_slos
+    space = setup.space
+    record["model"] = model.summary()
+    record["evidence"] = evidence(space, model)
+    running, graph = field_of(space.params, RUNNING), field_of(space.params, GRAPH)
+    baseline = _baseline_values(best, space)
+    record["baseline_predicted"] = round(predict(model, slos, baseline, running, graph), 4)
+    record["baseline_measured"] = best.values[0]
+    narrowed = search_space(space, record)
+    found = seed(model, slos, narrowed, baseline)
+    if found is None:
+        record["note"] = "the model predicts no running limit or graph size above the baseline's capacity"
+        setup.study.set_user_attr(STUDY_ATTR, record)
+        return
+    values, capacity, runners = found
+    changed = {k: v for k, v in values.items() if k in (running, graph)}
+    record["seed"] = {"values": changed, "predicted": round(capacity, 4), "runners_up": runners}
+    setup.study.set_user_attr(STUDY_ATTR, record)
+    auto = sorted(n for n in best.user_attrs.get("auto") or [] if n not in changed)
+    full = {k: v for k, v in values.items() if k in narrowed.params}
+    setup.study.enqueue_trial(
+        encode_params(narrowed, full), user_attrs={"source": "model", "auto": auto, "model_of": best.number}
+    )
+
+
+def _baseline_values(trial, space: ResolvedSpace) -> dict[str, Any]:
+    """A baseline's values in the space (its reported full config where known, else its params);
+    the running limit and graph size as the server ran them."""
+    values = dict(trial.user_attrs.get("effective_params") or trial.user_attrs.get("params") or {})
+    limits = trial.user_attrs.get("server_limits") or {}
+    running, graph = field_of(space.params, RUNNING), field_of(space.params, GRAPH)
+    if running and limits.get("running"):
+        values[running] = limits["running"]
+    if graph and limits.get("graph"):
+        values[graph] = limits["graph"]
+    return values
+
+
+def prediction(setup: StudySetup, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A trial's predicted capacity (its running limit and graph size through the study's model), and
+    which of its other fields differ from the baseline's (the model holds them at the baseline's)."""
+    record = load(setup.study)
+    model = model_of(record)
+    if model is None:
+        return None
+    space = setup.space.params
+    running, graph = field_of(space, RUNNING), field_of(space, GRAPH)
+    base = next((t for t in setup.study.get_trials(deepcopy=False) if t.number == record.get("fitted_on")), None)
+    baseline = _baseline_values(base, setup.space) if base is not None else {}
+    values = {**baseline, **{k: v for k, v in params.items() if v is not None}}
+    others = sorted(k for k, v in params.items() if k not in (running, graph) and v != baseline.get(k))
+    return {
+        "capacity": round(predict(model, setup.latency_slos, values, running, graph), 4),
+        "others_changed": others,
+    }
+
+
+def scorer(setup: StudySetup, record: Mapping[str, Any] | None):
+    """The local phase's score of a config: the model's predicted capacity (None without a model)."""
+    model = model_of(record)
+    if model is None:
+        return None
+    running, graph = field_of(setup.space.params, RUNNING), field_of(setup.space.params, GRAPH)
+    slos = setup.latency_slos
+    cache: dict[tuple, float] = {}
+
+    def score(values: Mapping[str, Any]) -> float:
+        key = (values.get(running) if running else None, values.get(graph) if graph else None)
+        if key not in cache:
+            cache[key] = predict(model, slos, values, running, graph)
+        return cache[key]
+
+    return score
