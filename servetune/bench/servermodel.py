@@ -50,7 +50,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,12 +59,20 @@ if TYPE_CHECKING:
     from servetune.bench.metrics import RequestRecord
     from servetune.bench.slo import LatencySlo
 
-__all__ = ["ModelPoint", "ServerModel", "StepProfile", "profile_step"]
+__all__ = ["ModelPoint", "ServerModel", "StepProfile", "profile_step", "server_limits"]
 
-Z99 = 2.326
-"""The standard normal's 99th percentile."""
-REGRESSORS = ("base", "batch", "eager", "prefill")
-"""The columns of the TPOT regression: 1, B, E, A / (n - 1)."""
+CERTIFIED_SHARE = 0.5
+"""`capacity` holds this share of an SLO's allowed tail under the bound (p99: p99.5): a step is met
+only once its share over the bound is certainly within what the percentile allows (433-1065 judged
+requests at 95% for p99), which a server whose share sits at the allowance rarely passes; on the
+stand-in the certified capacity sat near where p99.5, not p99, met the bound."""
+SPANS = (0.25, 0.5, 1.0)
+"""A mixed prefill's span as shares of the no-queue TTFT (the client sees when a prefill ends, not how
+long it ran: the fit tries each)."""
+REGRESSORS = ("base", "batch", "eager", "prefill", *(f"mixed_{f:g}" for f in SPANS))
+"""The columns of the TPOT regressions: 1, B, E, A / (n - 1) (exclusive prefill), P per span (mixed)."""
+STALLS = {"exclusive": (0, 1, 2, 3), **{f"mixed_{f:g}": (0, 1, 2, 4 + i) for i, f in enumerate(SPANS)}}
+"""The prefill-stall models and their regressors (the fit keeps the one that explains most)."""
 MIN_REQUESTS = 20
 """Requests a step needs to enter the fit."""
 
@@ -103,6 +112,8 @@ class StepProfile(BaseModel):
     """... X'y (y: TPOT in ms) ..."""
     yty: float
     """... and y'y."""
+    prefill_s: float = 0.0
+    """A prefill's span with no queue (s): the step's 10th-percentile TTFT from the send."""
     running_max: int | None = None
     """SGLang's largest `#running-req` during the step (telemetry; None without it)."""
     queue_max: int | None = None
@@ -115,6 +126,33 @@ class StepProfile(BaseModel):
     """KV tokens per running request (`#token` / `#running-req`, median)."""
     graph_false_share: float | None = None
     """Share of SGLang's decode lines that ran without a CUDA graph."""
+
+
+def server_limits(info: Mapping[str, Any]) -> dict[str, int | None]:
+    """The running limit and decode CUDA-graph size a server runs with, from `/server_info`: 0.5.17 on
+    the H200 reported `max_running_requests: None` with the scheduler's figure under
+    `internal_states[0].effective_max_running_requests_per_dp`, and the graph under
+    `cuda_graph_config.decode.max_bs`; 0.5.23 names `cuda_graph_max_bs_decode`, older ones
+    `cuda_graph_max_bs`. None where it says nothing."""
+    states = info.get("internal_states")
+    inner = states[0] if isinstance(states, list) and states and isinstance(states[0], Mapping) else {}
+
+    def number(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def first(*keys: str) -> int | None:
+        for src in (info, inner):
+            for key in keys:
+                if (value := number(src.get(key))) is not None:
+                    return value
+        return None
+
+    graph = first("cuda_graph_max_bs_decode", "cuda_graph_max_bs")
+    if graph is None:
+        config = info.get("cuda_graph_config") or inner.get("cuda_graph_config")
+        decode = config.get("decode") if isinstance(config, Mapping) else None
+        graph = number(decode.get("max_bs")) if isinstance(decode, Mapping) else None
+    return {"running": first("max_running_requests", "effective_max_running_requests_per_dp"), "graph": graph}
 
 
 class _Decoding:
@@ -189,6 +227,8 @@ def profile_step(
     if graph_bs is None:
         graph_bs = _graph_from_telemetry(decode)
     decoding = _Decoding(firsts, ends, graph_bs)
+    service = sorted(r.ttft for r in done)[len(done) // 10]  # a prefill's span with no queue (s)
+    prefilling = [_Decoding(sorted(f - service * share for f in firsts), firsts, 0) for share in SPANS]
     k = len(REGRESSORS)
     xtx = [[0.0] * k for _ in range(k)]
     xty = [0.0] * k
@@ -200,7 +240,7 @@ def profile_step(
         batch = decoding.integral(first, end) / life
         eager = decoding.over_share(first, end)
         prefills = bisect.bisect_right(firsts, end) - bisect.bisect_right(firsts, first)
-        x = (1.0, batch, eager, prefills / (r.output_len - 1))
+        x = (1.0, batch, eager, prefills / (r.output_len - 1), *(p.over_share(first, end) for p in prefilling))
         y = life / (r.output_len - 1) * 1000.0
         yty += y * y
         for i in range(k):
@@ -222,18 +262,23 @@ def profile_step(
         batch_mean=decoding.integral(span_start, span_end) / span, batch_max=decoding.peak, life_cv2=cv2,
         completion_rate=sum(1 for r in done if span_start <= r.end <= span_end) / span, graph_bs=graph_bs,
         over_graph_share=decoding.over_share(span_start, span_end),
-        xtx=xtx, xty=xty, yty=yty, **tele,
+        xtx=xtx, xty=xty, yty=yty, prefill_s=service, **tele,
     )  # fmt: skip
 
 
 def _graph_from_telemetry(decode: Sequence[Mapping[str, Any]]) -> int | None:
-    """The graph's size as the telemetry shows it: the largest batch that ran in a graph, where a
-    larger one ran without (None when every line ran in a graph, or none did)."""
+    """The graph's size as the telemetry brackets it: at least the largest batch that ran in a graph,
+    below the smallest that ran without one; the largest multiple of 8 between (SGLang captures
+    decode graphs at multiples of 8), else the bracket's top. None when every line ran in a graph,
+    or none did."""
     inside = [int(t["running_req"]) for t in decode if t.get("cuda_graph") is True and "running_req" in t]
     outside = [int(t["running_req"]) for t in decode if t.get("cuda_graph") is False and "running_req" in t]
     if not inside or not outside:
         return None
-    return max(b for b in inside if b < min(outside)) if any(b < min(outside) for b in inside) else None
+    low, high = max((b for b in inside if b < min(outside)), default=0), min(outside) - 1
+    if low < 1 or high < low:
+        return None
+    return next((b for b in range(high, low - 1, -1) if b % 8 == 0), high)
 
 
 def _telemetry_summary(decode: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -276,6 +321,23 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
     return [m[i][n] / m[i][i] for i in range(n)]
 
 
+def _nonnegative_fit(xtx: list[list[float]], xty: list[float], cols: list[int]) -> dict[int, float]:
+    """Least squares over `cols` (0: the intercept), a negative slope dropped and the rest refitted."""
+    active = list(cols)
+    coef: dict[int, float] = {}
+    for _ in range(len(cols)):
+        sol = _solve([[xtx[i][j] for j in active] for i in active], [xty[i] for i in active])
+        if sol is None:
+            active = active[:1] + active[-1:] if len(active) > 2 else active[:1]
+            continue
+        coef = dict(zip(active, sol))
+        negative = [i for i in active if i != 0 and coef[i] < 0]
+        if not negative:
+            break
+        active = [i for i in active if i not in negative]
+    return coef
+
+
 def _erlang_c(servers: int, load: float) -> float:
     """The probability that an arrival waits in an M/M/c queue (c = `servers`, offered load in Erlangs)."""
     if load >= servers:
@@ -312,8 +374,16 @@ class ServerModel(BaseModel):
     """b: growth of the time per token per running request (ms)."""
     eager_ms: float | None
     """e: added per token while the batch is past the CUDA graph (ms); None: never seen."""
+    stall: Literal["exclusive", "mixed"] = "exclusive"
+    """How prefill stalls decode: `exclusive`, each prefill holds decode for `prefill_ms` (SGLang's
+    separate prefill batches; TPOT = tau / (1 - s r)); `mixed`, a decode step carries `prefill_ms` more
+    while any prefill runs (chunked prefill mixed into decode; TPOT = tau + c P, P the share of time a
+    prefill of `prefill_span_s` runs at rate r, 1 - exp(-r span)). The fit keeps the one that explains
+    more of the TPOT variance."""
     prefill_ms: float
-    """s: decode time each prefill holds (ms)."""
+    """s (exclusive: decode time each prefill holds) or c (mixed: added per token while a prefill runs), ms."""
+    prefill_span_s: float = 0.0
+    """A prefill's span with no queue (s)."""
     spread: float
     """k: the 99th percentiles' spread, in Poisson standard deviations (fitted to the steps' p99 TPOT)."""
     out_tokens: float
@@ -347,7 +417,10 @@ class ServerModel(BaseModel):
     requests: int
     """Requests fitted."""
     r2: float
-    """Share of the TPOT variance the fit explains."""
+    """Share of the TPOT variance the fit explains ..."""
+    residual_ms: float = 0.0
+    """... and the spread it leaves, per request (RMS residual, ms): requests at one batch and prefill
+    rate still differ (the tail adds its quantile of it)."""
 
     @classmethod
     def fit(
@@ -367,27 +440,21 @@ class ServerModel(BaseModel):
         xty = [math.fsum(p.xty[i] for p in usable) for i in range(k)]
         n_req = sum(p.requests for p in usable)
         eager_seen = xtx[2][2] > 1e-6
-        active = [i for i in range(k) if i != 2 or eager_seen]
-        coef: dict[int, float] = {}
-        for _ in range(k):
-            sol = _solve([[xtx[i][j] for j in active] for i in active], [xty[i] for i in active])
-            if sol is None:
-                active = [i for i in active if i in (0, 3)] if len(active) > 2 else [0]
-                continue
-            coef = dict(zip(active, sol))
-            negative = [i for i in active if i != 0 and coef[i] < 0]
-            if not negative:
-                break
-            active = [i for i in active if i not in negative]
-        mean_y = xty[0] / xtx[0][0]
-        c = [coef.get(i, 0.0) for i in range(k)]
         yty = math.fsum(p.yty for p in usable)
-        residual = (
-            yty
-            - 2 * sum(c[i] * xty[i] for i in range(k))
-            + sum(c[i] * xtx[i][j] * c[j] for i in range(k) for j in range(k))
-        )
+        mean_y = xty[0] / xtx[0][0]
         total = yty - n_req * mean_y**2
+        fits = {}
+        for stall, cols in STALLS.items():
+            coef = _nonnegative_fit(xtx, xty, [i for i in cols if i != 2 or eager_seen])
+            c = [coef.get(i, 0.0) for i in range(k)]
+            residual = (
+                yty
+                - 2 * sum(c[i] * xty[i] for i in range(k))
+                + sum(c[i] * xtx[i][j] * c[j] for i in range(k) for j in range(k))
+            )
+            fits[stall] = (residual, coef)
+        stall = min(fits, key=lambda name: fits[name][0])
+        residual, coef = fits[stall]
         r2 = max(0.0, min(1.0, 1.0 - residual / total)) if total > 0 else 0.0
         graph = graph_bs if graph_bs is not None else next((p.graph_bs for p in usable if p.graph_bs), None)
         usage = [p.token_usage_max for p in usable if p.token_usage_max is not None]
@@ -397,7 +464,11 @@ class ServerModel(BaseModel):
         c0, c1 = _line([(p.rate, p.ttft_p99_ms) for p in (quiet or usable)])
         model = cls(
             base_ms=coef.get(0, mean_y), per_running_ms=coef.get(1, 0.0),
-            eager_ms=coef.get(2, 0.0) if eager_seen else None, prefill_ms=coef.get(3, 0.0), spread=1.0,
+            eager_ms=coef.get(2, 0.0) if eager_seen else None, stall="exclusive" if stall == "exclusive" else "mixed",
+            prefill_ms=coef.get(STALLS[stall][3], 0.0),
+            prefill_span_s=sorted(p.prefill_s for p in usable)[len(usable) // 2]
+            * (1.0 if stall == "exclusive" else SPANS[STALLS[stall][3] - 4]),
+            spread=1.0,
             out_tokens=math.fsum(p.out_tokens * p.requests for p in usable) / n_req,
             ttft_ms=min(p.ttft_p50_ms for p in usable), ttft_p99_ms=c0, ttft_p99_per_rate=c1,
             life_cv2=math.fsum(p.life_cv2 * p.requests for p in usable) / n_req,
@@ -405,7 +476,7 @@ class ServerModel(BaseModel):
             running_limit=running_limit or 4096, graph_bs=graph, running_max=running_max,
             queued=any((p.queue_max or 0) > 0 for p in usable),
             token_usage_max=max(usage) if usage else None, throughput_max=max(p.completion_rate for p in usable),
-            steps=len(usable), requests=n_req, r2=r2,
+            steps=len(usable), requests=n_req, r2=r2, residual_ms=math.sqrt(max(residual, 0.0) / n_req),
         )  # fmt: skip
         return model.model_copy(update={"spread": model._fit_spread(usable)})
 
@@ -432,13 +503,18 @@ class ServerModel(BaseModel):
         """Mean time per token at a running batch, graph size and prefill rate (ms); inf when the
         prefills leave decode no time."""
         eager = self.eager_ms if (self.eager_ms and graph_bs is not None and batch > graph_bs) else 0.0
+        if self.stall == "mixed":
+            busy = 1.0 - math.exp(-prefill_rate * self.prefill_span_s)
+            return self.base_ms + self.per_running_ms * batch + eager + self.prefill_ms * busy
         share = 1.0 - self.prefill_ms * prefill_rate / 1000.0
         if share <= 0.0:
             return math.inf
         return (self.base_ms + self.per_running_ms * batch + eager) / share
 
-    def point(self, rate: float, running_limit: int | None, graph_bs: int | None) -> ModelPoint:
-        """The model at `rate` (req/s) under a running limit (None: the baseline's) and graph size."""
+    def point(self, rate: float, running_limit: int | None, graph_bs: int | None, *, tail: float = 0.01) -> ModelPoint:
+        """The model at `rate` (req/s) under a running limit (None: the baseline's) and graph size;
+        its percentiles at `tail` (0.01: p99) of TPOT and TTFT."""
+        z = NormalDist().inv_cdf(1.0 - tail)
         limit = self.limit(running_limit)
         n1 = max(self.out_tokens - 1.0, 1.0)
         t0 = self.ttft_ms / 1000.0
@@ -457,16 +533,16 @@ class ServerModel(BaseModel):
         elif limit < 4096:
             servers = max(1, int(limit))
             waiting = _erlang_c(servers, rate * life_full)
-            if waiting > 0.01:
-                wait = (1.0 + self.life_cv2) / 2.0 * math.log(waiting / 0.01) / (servers / life_full - rate)
+            if waiting > tail:
+                wait = (1.0 + self.life_cv2) / 2.0 * math.log(waiting / tail) / (servers / life_full - rate)
         life = t0 + n1 * self.tpot_ms(batch, graph_bs, rate) / 1000.0
         k = self.spread
-        b99 = min(limit, batch + Z99 * k * math.sqrt(batch))
+        b99 = min(limit, batch + z * k * math.sqrt(batch))
         prefills = rate * life
-        p99 = prefills + Z99 * k * math.sqrt(prefills)
+        p99 = prefills + z * k * math.sqrt(prefills)
         if limit < 4096:
             p99 = min(p99, limit)
-        tpot99 = self.tpot_ms(b99, graph_bs, p99 / life)
+        tpot99 = self.tpot_ms(b99, graph_bs, p99 / life) + z * self.residual_ms
         ttft99 = self.ttft_p99_ms + self.ttft_p99_per_rate * rate + wait * 1000.0
         return ModelPoint(
             rate=rate, batch=batch, tpot_p99_ms=tpot99, ttft_p99_ms=ttft99, wait_p99_ms=wait * 1000.0, stable=stable
@@ -491,15 +567,17 @@ class ServerModel(BaseModel):
     def capacity(
         self, slos: Sequence[LatencySlo], running_limit: int | None = None, graph_bs: int | None = None
     ) -> float:
-        """The highest rate (req/s) at which the model meets every SLO (bisection to 0.5%)."""
+        """The highest rate (req/s) at which the model meets every SLO with the margin a certified step
+        needs (`CERTIFIED_SHARE` of the strictest percentile's tail), by bisection to 0.5%."""
         graph = graph_bs if graph_bs is not None else self.graph_bs
+        tail = min([(1.0 - s.quantile) * CERTIFIED_SHARE for s in slos if s.quantile is not None] or [0.5])
         lo, hi = 0.0, max(self.throughput_max, 1.0) * 4.0
-        if not self.meets(self.point(hi * 1e-3, running_limit, graph), slos):
+        if not self.meets(self.point(hi * 1e-3, running_limit, graph, tail=tail), slos):
             return 0.0
         lo = hi * 1e-3
         while hi / lo - 1.0 > 0.005:
             mid = math.sqrt(lo * hi)
-            if self.meets(self.point(mid, running_limit, graph), slos):
+            if self.meets(self.point(mid, running_limit, graph, tail=tail), slos):
                 lo = mid
             else:
                 hi = mid

@@ -219,21 +219,12 @@ class _Steps:
 
     def _profile(self, plan: StepPlan, telemetry: list[dict[str, Any]]) -> StepProfile | None:
         """The step condensed for the server model: every arrival the judge saw, and the telemetry."""
-        from servetune.bench.servermodel import profile_step
+        from servetune.bench.servermodel import profile_step, server_limits
 
-        graph = _graph_bs(self.server.server_info or {})
+        graph = server_limits(self.server.server_info or {})["graph"]
         return profile_step(
             plan.judge.records, plan.rate, warmup_s=plan.judge.rules.warmup_s, telemetry=telemetry, graph_bs=graph
         )
-
-
-def _graph_bs(info: dict[str, Any]) -> int | None:
-    """The decode CUDA graph's largest batch, as `/server_info` reports it (0.5.23 and 0.5.17 names)."""
-    for key in ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"):
-        value = info.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
 
 
 def search_server(

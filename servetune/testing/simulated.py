@@ -20,6 +20,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from servetune.bench.capacity import RunStep, StepOutcome, StepPlan
 from servetune.bench.metrics import RequestRecord, compute_metrics
@@ -36,6 +37,7 @@ __all__ = [
     "StandinServer",
     "arrivals",
     "simulated_step",
+    "standin_runner",
 ]
 
 
@@ -183,7 +185,8 @@ def simulated_step(server: SimulatedServer | Callable[[StepPlan], SimulatedServe
         out = srv.run(arrivals(plan.rate, plan.requests, plan.seed), plan.seed)
         verdict, seen = replay(out.records, plan.judge, look_s=look_s)
         telemetry = [t for t in out.telemetry if t["t"] <= verdict.at_s]
-        profile = profile_step(seen, plan.rate, warmup_s=plan.judge.rules.warmup_s, telemetry=telemetry)
+        graph = srv.resolved().get("cuda_graph_max_bs_decode") if isinstance(srv, StandinServer) else None
+        profile = profile_step(seen, plan.rate, warmup_s=plan.judge.rules.warmup_s, telemetry=telemetry, graph_bs=graph)
         return StepOutcome(verdict=verdict, metrics=measure(seen, plan.judge.slos, plan.rate), profile=profile)
 
     return run
@@ -344,14 +347,17 @@ class _StandinSim:
             if self.interval > 0:
                 self.last_prefill_step = self.steps
             i = self.waiting_prefill.popleft()
-            self.prefilling += self.tokens
-            self.log("prefill")
             t = self.now
-            for _ in range(self.spec.images):
+            for _ in range(self.spec.images):  # the host's image lane first: it does not stall decode
                 self.lane_free = max(self.lane_free, t) + self.image_ms() * self.factor() * self.ms
                 t = self.lane_free
-            prefill = self.rules.prefill_ms(self.tokens, self.chunk) * self.slowdown * self.factor() * self.ms
-            self.at(t + prefill, self.prefilled, i)
+            self.at(t, self.prefill, i)
+
+    def prefill(self, i: int) -> None:
+        self.prefilling += self.tokens
+        self.log("prefill")
+        prefill = self.rules.prefill_ms(self.tokens, self.chunk) * self.slowdown * self.factor() * self.ms
+        self.at(self.now + prefill, self.prefilled, i)
 
     def image_ms(self) -> float:  # `Engine._image_ms` for a unique image of `image_kb`
         transport, kb = self.cfg["mm_feature_transport"], self.spec.image_kb
@@ -407,3 +413,30 @@ class _StandinSim:
         if kind == "decode":
             record.update(tokens=self.kv_used, gen_throughput=round(gen_throughput, 2))
         self.telemetry.append(record)
+
+
+def standin_runner(*, noise: float = 0.05, **server: Any):
+    """A `FakeRunner` whose launches are `StandinServer`s of the trial's argv: a capacity study over
+    the stand-in's landscape in simulated time (each capacity step served in simulation, its
+    telemetry kept; each launch its own noise factor, from its run directory). `server`: the
+    `StandinServer` fields of the traffic (input/output tokens, images, ...)."""
+    import zlib
+
+    from servetune.testing.fake import FakeRunner
+
+    def spec(call) -> StandinServer:
+        launch = call.run_dir.parent.parent if call.run_dir.parent.name == "steps" else call.run_dir
+        seed = zlib.crc32(launch.name.encode()) % 100_000  # trial-0003, r1-trial-0003: one factor per launch
+        return StandinServer(argv=call.argv, noise=noise, launch_seed=seed, **server)
+
+    def measure(call):
+        rate = call.workload.request_rate
+        if rate is None:  # the warm-up wave: closed loop, judged by nothing
+            return {"completed": call.total, "comparable_request_throughput": 1.0}
+        seed = call.workload.seed
+        return spec(call).run(arrivals(rate, call.total, seed), seed)
+
+    def server_info(call) -> dict[str, Any]:
+        return spec(call).resolved()
+
+    return FakeRunner(measure, server_info=server_info)

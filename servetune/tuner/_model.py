@@ -55,26 +55,6 @@ def field_of(space: Mapping[str, Any], names: Sequence[str]) -> str | None:
     return next((n for n in names if n in space), None)
 
 
-def server_limits(info: Mapping[str, Any]) -> dict[str, int | None]:
-    """The running limit and graph size a server runs with, from `/server_info` (0.5.17 reports the
-    running limit as None and the scheduler's figure under `effective_max_running_requests_per_dp`)."""
-    states = info.get("internal_states")
-    inner = states[0] if isinstance(states, list) and states and isinstance(states[0], Mapping) else {}
-
-    def first(*keys: str) -> int | None:
-        for src in (info, inner):
-            for key in keys:
-                value = src.get(key)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    return value
-        return None
-
-    return {
-        "running": first("max_running_requests", "effective_max_running_requests_per_dp"),
-        "graph": first(*GRAPH),
-    }
-
-
 def load(study) -> dict[str, Any] | None:
     """The study's model record (None before the baselines ran, or without a capacity objective)."""
     record = study.user_attrs.get(STUDY_ATTR)

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from servetune.bench.servermodel import server_limits
 from servetune.errors import ConflictError, TuningError
 from servetune.runner import Failure
 from servetune.secrets import redact
@@ -152,7 +153,7 @@ class TrialDriver:
         trial.set_user_attr("timing", _rounded({**m.timing, **_search_split(m.capacity, floored)}))
         if m.capacity is not None:
             trial.set_user_attr("capacity", m.capacity)
-            trial.set_user_attr("server_limits", _model.server_limits(m.server_info))
+            trial.set_user_attr("server_limits", server_limits(m.server_info))
         if m.below_floor is not None:
             trial.set_user_attr("pruned", {"why": "below_floor", "floor": m.below_floor})
         if self.stop.is_set() and (m.stopped_early or m.failure is not None):

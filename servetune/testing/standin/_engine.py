@@ -251,15 +251,18 @@ class Engine:
             self._wait_prefill_turn()
             prefill_ms = _rules.prefill_ms(tokens, self.chunk) * self.slowdown
             with self._cond:
-                self._prefilling += tokens
                 running = self._running
+            # images are processed first, one at a time (SGLang's tokenizer manager, on the host): they
+            # delay this request's first token but not the running batch's decode
+            for url in req.images:
+                cost = self._image_ms(url, running)
+                with self._lane:
+                    self._sleep(cost, rng)
+            with self._cond:
+                self._prefilling += tokens
                 line = self._prefill_line(tokens, prefill_ms) if self._log is not None else None
             self._emit(line)
             try:
-                for url in req.images:
-                    cost = self._image_ms(url, running)
-                    with self._lane:
-                        self._sleep(cost, rng)
                 self._sleep(prefill_ms, rng)
             finally:
                 with self._cond:

@@ -1,0 +1,97 @@
+"""A capacity study that measures once, models, and spends its launches checking the model: on the
+stand-in's landscape in simulated time (`testing.simulated.standin_runner`: each launch a
+`StandinServer`, its capacity steps served in simulation with SGLang-style telemetry).
+
+The landscape has the H200's shape: decode time grows with the running batch and jumps past the
+CUDA graph (32 wide by default), prefill stalls decode, the KV pool and the decode step cap
+throughput, and a running limit trades TPOT for TTFT. At p99 TTFT <= 500 ms and p99 TPOT <= 3.5 ms
+SGLang-like defaults (unbounded batch) hold about 53 req/s; the best configs of the space about
+1.45x that (a running limit at the graph, or a wider graph with a limit)."""
+
+from __future__ import annotations
+
+import pytest
+from optuna.trial import TrialState
+
+from servetune.testing.simulated import standin_runner
+from servetune.tuner import TuneOptions, Tuner
+
+SPACE = """\
+tune:
+  max_running_requests: {int: [8, 512], log: true}
+  cuda_graph_max_bs_decode: {choice: [16, 32, 64, 128, 256]}
+  chunked_prefill_size: {choice: [2048, 4096, 8192]}
+  prefill_decode_interval: {int: [0, 16], step: 4}
+  mem_fraction_static: {float: [0.70, 0.88], step: 0.02}
+"""
+WORKLOAD = """\
+name: standin-vlm
+summary: one unique image per request, 128 tokens in, 128 out
+kind: multimodal
+requests: 384
+max_concurrency: 64
+input_tokens: 128
+output_tokens: 128
+images: {per_request: 1, resolution: 720p, format: jpeg, reuse: unique}
+"""
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("model-study")
+    (tmp / "space.yaml").write_text(SPACE)
+    (tmp / "wl.yaml").write_text(WORKLOAD)
+    options = TuneOptions(
+        model="qwen2.5-vl-3b-instruct", gpu="h200", workload=str(tmp / "wl.yaml"), space_file=str(tmp / "space.yaml"),
+        objective="capacity", slos=("p99_ttft_ms<=500", "p99_tpot_ms<=3.5"), start_rate=20.0, trials=10, seed=0,
+        confirm_rounds=0, confirm_soak_seconds=0, run_dir=tmp / "study", client="builtin", no_rules=True,
+    )  # fmt: skip
+    tuner = Tuner(options, runner=standin_runner(input_tokens=128, output_tokens=128, images=1))
+    result = tuner.run()
+    trials = sorted(tuner.study.get_trials(deepcopy=False), key=lambda t: t.number)
+    return tuner, result, trials
+
+
+def test_ten_launches_reach_1_3x_the_baseline(study):
+    tuner, result, trials = study
+    launched = [t for t in trials if "duplicate_of" not in t.user_attrs and t.state != TrialState.WAITING]
+    assert len(launched) <= 11  # the two baselines (one reused: the same launch) and at most 9 more
+    base = next(t for t in trials if t.user_attrs.get("source") == "rules").values[0]
+    assert result.best.values[0] >= 1.3 * base
+
+
+def test_the_first_sampled_trial_is_the_models_seed_and_lands_within_15_percent(study):
+    tuner, _, trials = study
+    record = tuner.study.user_attrs["server_model"]
+    seeded = next(t for t in trials if t.user_attrs.get("source") == "model")
+    assert seeded.number == 2  # right after the two baselines
+    assert (
+        seeded.params
+        and seeded.user_attrs["params"]["max_running_requests"] == (record["seed"]["values"]["max_running_requests"])
+    )
+    assert seeded.state == TrialState.COMPLETE
+    predicted, measured = seeded.user_attrs["predicted"]["capacity"], seeded.values[0]
+    assert predicted == pytest.approx(record["seed"]["predicted"])
+    assert measured == pytest.approx(predicted, rel=0.15)
+    # the model itself: fitted on the baseline, the eager penalty past its 32-wide graph found
+    model = record["model"]
+    assert model["graph_bs"] == 32 and model["eager_ms"] > 1.0 and model["r2"] > 0.8
+
+
+def test_every_later_trial_records_its_prediction_beside_its_measurement(study):
+    _, _, trials = study
+    later = [t for t in trials if t.number >= 2 and "duplicate_of" not in t.user_attrs]
+    assert later and all("capacity" in (t.user_attrs.get("predicted") or {}) for t in later)
+
+
+def test_the_space_is_pruned_by_what_the_baseline_showed(study):
+    """The baseline never ran over ~80 requests at once (nothing queued): a running limit or graph above
+    twice that cannot bind and is cut; KV usage passed half the pool, so memory fraction stays."""
+    tuner, _, trials = study
+    evidence = {e["field"]: e for e in tuner.study.user_attrs["server_model"]["evidence"]}
+    limit = evidence["max_running_requests"]
+    assert limit["action"] == "narrowed" and limit["to"] < 512 and "cannot bind" in limit["why"]
+    assert "mem_fraction_static" not in evidence
+    for t in trials:
+        if t.number >= 2 and "duplicate_of" not in t.user_attrs:
+            assert t.user_attrs["params"]["max_running_requests"] <= limit["to"]
