@@ -125,6 +125,16 @@ def tune(
             rich_help_panel=_SEARCH,
         ),
     ] = None,
+    model_seed: Annotated[
+        bool,
+        typer.Option(
+            "--model-seed/--no-model-seed",
+            help="Capacity studies: model the server from the baselines' searches (decode time against the "
+            "running batch, prefill stalls, its queue and KV use), narrow the space where it shows a field "
+            "cannot bind, and make the model's best running limit and graph size the first sampled trial.",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = True,
     no_prune: Annotated[
         bool,
         typer.Option(
@@ -141,7 +151,16 @@ def tune(
             rich_help_panel=_SEARCH,
         ),
     ] = 2,
-    finalists: Annotated[int, typer.Option("--finalists", help="Finalists re-measured.", rich_help_panel=_SEARCH)] = 1,
+    finalists: Annotated[
+        int,
+        typer.Option(
+            "--finalists",
+            min=1,
+            help="Finalists confirmed at most, best first: each is re-measured against the baseline until one is "
+            "confirmed better (adopted); none better keeps the baseline.",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = 3,
     confirm_step_seconds: Annotated[
         Optional[float],
         typer.Option(
@@ -263,6 +282,7 @@ def tune(
         finalists=finalists,
         startup_timeout_s=startup_timeout,
         local_trials=local_trials,
+        model_seed=model_seed,
     )
     progress = TuneProgress(enabled=not quiet)
     tuner = Tuner(options, on_event=progress.event)

@@ -1,6 +1,8 @@
-"""Confirmation: re-measure the finalists interleaved with the baseline (B F1 .. Fk, repeated),
-so a winner by noise in one measurement does not replace the baseline. Each round is a measurement
-through the same runner as the trials, in the first slot.
+"""Confirmation: re-measure the finalists interleaved with the baseline (B F, repeated), so a winner
+by noise in one measurement does not replace the baseline. Finalists go in rank order: the first
+confirmed `better` is adopted, and one that is not hands over to the next (the baseline's rounds are
+measured once and reused); none confirmed better keeps the baseline, and the record says why. Each
+round is a measurement through the same runner as the trials, in the first slot.
 
 `run_interleaved` is the shared part (rounds, ratios to the first config, their spread, a verdict);
 `servetune compare` calls it too.
@@ -152,18 +154,35 @@ def confirm(
     def on_round(rnd: int, number: Hashable) -> None:
         on_event(ConfirmRound(round=rnd, rounds=rounds, trial=int(number)))
 
-    out = run_interleaved(
-        [baseline.number, *(t.number for t in finalists)],
-        rounds,
-        measure,
-        direction=objective.direction,
-        on_round=on_round,
-    )
-    out_finalists = [{"trial": number, **rec} for number, rec in out["others"].items()]
-    better = (lambda r: r > 1.0) if objective.direction == "maximize" else (lambda r: r < 1.0)
-    usable = [f for f in out_finalists if f["median"] is not None and not f["failures"]]
-    usable.sort(key=lambda f: f["median"], reverse=objective.direction == "maximize")
-    chosen = usable[0] if usable and better(usable[0]["median"]) else None
+    # finalists in rank order, each against the baseline (its rounds measured once and reused): the
+    # first with a `better` verdict is adopted; one that fails its confirmation hands over to the next
+    base_values: list[tuple[float | None, str | None]] = []
+
+    def paired(key: Hashable, calls: dict[Hashable, int]) -> tuple[float | None, str | None]:
+        if key != baseline.number:
+            return measure(key)
+        k = calls[key] = calls.get(key, 0) + 1
+        if k > len(base_values):
+            base_values.append(measure(key))
+        return base_values[k - 1]
+
+    out_finalists: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"base": {"values": [], "failures": [], "noise": NOISE_FLOOR}}
+    chosen = None
+    for t in finalists:
+        calls: dict[Hashable, int] = {}
+        out = run_interleaved(
+            [baseline.number, t.number],
+            rounds,
+            lambda key, calls=calls: paired(key, calls),
+            direction=objective.direction,
+            on_round=on_round,
+        )
+        rec = {"trial": t.number, **out["others"][t.number]}
+        out_finalists.append(rec)
+        if rec["verdict"] == BETTER:
+            chosen = rec
+            break
     record = {
         "objective": objective.name,
         "direction": objective.direction,
@@ -175,7 +194,7 @@ def confirm(
         "finalists": out_finalists,
         "chosen_trial": chosen["trial"] if chosen else baseline.number,
         "chosen_ratio": chosen["median"] if chosen else 1.0,
-        "note": "" if chosen else "no finalist beat the baseline when re-measured; the baseline is kept",
+        "note": "" if chosen else _kept_note(out_finalists),
     }
     if s.confirm_search is not None:
         record["step_s"] = s.confirm_search.step_s
@@ -189,8 +208,19 @@ def confirm(
     return record
 
 
+def _kept_note(finalists: list[dict[str, Any]]) -> str:
+    """Why the baseline stays: each finalist's verdict."""
+    tried = ", ".join(f"trial {f['trial']}: {f['verdict']}" for f in finalists)
+    return f"no finalist was confirmed better than the baseline ({tried}); the baseline is kept"
+
+
 def _finalists(s: StudySetup, trials: list[TrialSummary], baseline: TrialSummary) -> list[TrialSummary]:
+    """The configs to confirm, in rank order: feasible, above the baseline in the study, one per
+    config; for a capacity study only certified capacities (a search that ran out of steps did not
+    confirm its bracket)."""
     ranked = rank_feasible(trials, s.objectives)
+    if s.capacity:
+        ranked = [t for t in ranked if t is baseline or (t.capacity or {}).get("certified")]
     if baseline.feasible and baseline.values:
         # a finalist must have beaten the baseline in the study: one ranked below it would only
         # win the re-measurement by noise

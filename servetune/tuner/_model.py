@@ -242,7 +242,7 @@ def update(setup: StudySetup, trials: list) -> None:
     from servetune.bench.capacity import CapacityStep
     from servetune.bench.servermodel import ServerModel
 
-    if not setup.capacity or load(setup.study) is not None:
+    if not setup.capacity or not setup.options.model_seed or load(setup.study) is not None:
         return
     baselines = [t for t in trials if t.user_attrs.get("source") in SOURCES_BASELINE]
     if not baselines or any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in baselines):

@@ -69,10 +69,14 @@ class TuneOptions:
     sampler: str = "tpe"
     prune: bool = True
     confirm_rounds: int = 2
-    finalists: int = 1
+    finalists: int = 3
+    """Finalists confirmed at most, in rank order, until one is confirmed better than the baseline."""
     startup_timeout_s: float | None = None
     n_startup_trials: int = 2  # the two enqueued baselines (see _sampler.TPE_SETUP)
     enqueue_baselines: bool = True
     local_trials: int | None = None
     """TPE only: trials of the local phase (`_local`), one-field changes of the best so far;
     None: `_local.local_budget` (two per searched field, at most a quarter of `trials`); 0: off."""
+    model_seed: bool = True
+    """Capacity studies: fit the server model on the baselines' searches, prune the space by it and
+    seed the first sampled trial (`_model`); False: search as without a model."""

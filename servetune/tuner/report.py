@@ -96,18 +96,18 @@ def _console():
 
 
 def _confirmed(conf: dict[str, Any]) -> str:
-    """How a confirmation measured its chosen trial: rounds, step length, spread (or why none won)."""
+    """How a confirmation measured its chosen trial: rounds, step length, spread, soaks (or why none won)."""
     chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
+    steps = f" with steps up to {conf['step_s']:g} s" if conf.get("step_s") else ""
+    soaks = "".join(
+        f"; soak of trial {k['trial']} at {k['rate']:.4g} req/s: {k['state']}" for k in conf.get("soaks") or []
+    )
     if chosen and chosen.get("min") is not None:
-        steps = f" with steps up to {conf['step_s']:g} s" if conf.get("step_s") else ""
-        soaks = "".join(
-            f"; soak of trial {k['trial']} at {k['rate']:.4g} req/s: {k['state']}" for k in conf.get("soaks") or []
-        )
         return (
             f"re-measured {len(chosen['ratios'])}x interleaved{steps}: "
             f"min {chosen['min']:.3f}, max {chosen['max']:.3f}, stdev {chosen['stdev']:.3f}{soaks}"
         )
-    return conf.get("note") or f"{conf.get('rounds')} round(s)"
+    return (conf.get("note") or f"{conf.get('rounds')} round(s)") + (f"; re-measured{steps}" if steps else "") + soaks
 
 
 def print_report(result: TuneResult) -> None:

@@ -356,3 +356,51 @@ def test_tune_report_into_a_file_is_not_folded_to_80_columns(tmp_path, cap_space
     assert "max_running_requests=" in row
     narrow = subprocess.run(argv, env={**env, "COLUMNS": "80"}, capture_output=True, text=True, timeout=120).stdout
     assert max(len(line) for line in narrow.splitlines()) <= 80
+
+
+def test_a_finalist_not_confirmed_better_hands_over_to_the_next(tmp_path, cap_space):
+    """The best trial (8 slots) serves like the baseline whenever it is re-measured: its confirmation is
+    not `better`, so the next finalist (4 slots) is confirmed against the same baseline rounds, measured
+    once, and adopted."""
+    runs: list = []
+
+    def measure(call):
+        slots = int(call.values.get("max_running_requests") or 2)
+        confirming = any(part.startswith("confirm") for part in call.run_dir.parts)
+        if confirming:
+            runs.append((slots, call.run_dir.parent.parent.name if call.run_dir.parent.name == "steps" else ""))
+        if confirming and slots == 8:
+            slots = 2  # it won the study by luck: re-measured it is the baseline
+        return model_records(call, slots=slots, prefill_s=0.25 if slots == 1 else 0.02)
+
+    runner = FakeRunner(measure, server_info=lambda call: {"max_running_requests": 2})
+    opts = _options(  # no model seed: the study measures 4 slots before 8, so both are finalists
+        tmp_path, cap_space, confirm_rounds=2, trials=6, finalists=3, confirm_soak_seconds=0.0, model_seed=False
+    )
+    result = Tuner(opts, runner=runner).run()
+    conf = result.confirmation
+    first, second = conf["finalists"]
+    assert first["verdict"] != "better" and second["verdict"] == "better"
+    assert conf["chosen_trial"] == second["trial"] and result.ratio() == pytest.approx(second["median"])
+    assert result.best.params["max_running_requests"] == 4
+    baseline_launches = {d for slots, d in runs if slots == 2 and d.endswith(f"trial-{conf['baseline_trial']:04d}")}
+    assert len(baseline_launches) == 2  # two rounds, shared by both finalists
+
+
+def test_no_finalist_confirmed_better_keeps_the_baseline_and_says_why(tmp_path, cap_space):
+    def measure(call):
+        slots = int(call.values.get("max_running_requests") or 2)
+        if any(part.startswith("confirm") for part in call.run_dir.parts):
+            slots = 2  # every finalist serves like the baseline when re-measured
+        return model_records(call, slots=slots, prefill_s=0.25 if slots == 1 else 0.02)
+
+    runner = FakeRunner(measure, server_info=lambda call: {"max_running_requests": 2})
+    opts = _options(
+        tmp_path, cap_space, confirm_rounds=2, trials=6, finalists=2, confirm_soak_seconds=0.0, model_seed=False
+    )
+    result = Tuner(opts, runner=runner).run()
+    conf = result.confirmation
+    assert conf["chosen_trial"] == conf["baseline_trial"] and len(conf["finalists"]) == 2
+    assert all(f["verdict"] != "better" for f in conf["finalists"])
+    assert "the baseline is kept" in conf["note"] and f"trial {conf['finalists'][0]['trial']}" in conf["note"]
+    assert result.ratio() == pytest.approx(1.0)
