@@ -125,6 +125,15 @@ def tune(
             rich_help_panel=_SEARCH,
         ),
     ] = None,
+    budget: Annotated[
+        Optional[str],
+        typer.Option(
+            "--budget",
+            help="Time budget of this run (90s, 30m, 1.5h): stop launching trials once the next one (the median "
+            "so far) and the confirmation (its rounds and soaks) no longer fit, then confirm.",
+            rich_help_panel=_SEARCH,
+        ),
+    ] = None,
     model_seed: Annotated[
         bool,
         typer.Option(
@@ -233,6 +242,7 @@ def tune(
         raise typer.BadParameter("--model is required", param_hint="--model")
     from servetune.cli._output import check_output_dir, check_output_file
     from servetune.tuner import TuneOptions, Tuner, write_preset
+    from servetune.tuner._budget import parse_duration
 
     if run_dir is not None:
         check_output_dir(run_dir, "--run-dir")
@@ -283,6 +293,7 @@ def tune(
         startup_timeout_s=startup_timeout,
         local_trials=local_trials,
         model_seed=model_seed,
+        budget_s=parse_duration(budget) if budget is not None else None,
     )
     progress = TuneProgress(enabled=not quiet)
     tuner = Tuner(options, on_event=progress.event)

@@ -234,25 +234,25 @@ def _change(values: Mapping[str, Any], baseline: Mapping[str, Any]) -> float:
 # ------------------------------------------------------------------ in a study
 
 
-def update(setup: StudySetup, trials: list) -> None:
-    """Fit the model once the baselines are done, store it with its evidence, enqueue its seed.
-    Nothing for a study without a capacity objective, or once the model record exists."""
+def update(setup: StudySetup, trials: list) -> dict[str, Any] | None:
+    """Fit the model once the baselines are done, store it with its evidence, enqueue its seed; the
+    record stored (None: nothing new; a study without a capacity objective, or once it exists)."""
     from optuna.trial import TrialState
 
     from servetune.bench.capacity import CapacityStep
     from servetune.bench.servermodel import ServerModel
 
     if not setup.capacity or not setup.options.model_seed or load(setup.study) is not None:
-        return
+        return None
     baselines = [t for t in trials if t.user_attrs.get("source") in SOURCES_BASELINE]
     if not baselines or any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in baselines):
-        return
+        return None
     done = [t for t in baselines if t.state == TrialState.COMPLETE and t.values and t.user_attrs.get("capacity")]
     record: dict[str, Any] = {}
     if not done:
         record["note"] = "no baseline measured a capacity: no model"
         setup.study.set_user_attr(STUDY_ATTR, record)
-        return
+        return record
     best = max(done, key=lambda t: t.values[0])
     steps = [CapacityStep.model_validate(s) for s in best.user_attrs["capacity"].get("steps", [])]
     limits = best.user_attrs.get("server_limits") or {}
@@ -264,7 +264,7 @@ def update(setup: StudySetup, trials: list) -> None:
     if model is None:
         record["note"] = f"trial {best.number}'s search left fewer than two readable steps: no model"
         setup.study.set_user_attr(STUDY_ATTR, record)
-        return
+        return record
     slos = setup.latency_slos
     space = setup.space
     record["model"] = model.summary()
@@ -278,7 +278,7 @@ def update(setup: StudySetup, trials: list) -> None:
     if found is None:
         record["note"] = "the model predicts no running limit or graph size above the baseline's capacity"
         setup.study.set_user_attr(STUDY_ATTR, record)
-        return
+        return record
     values, capacity, runners = found
     changed = {k: v for k, v in values.items() if k in (running, graph)}
     record["seed"] = {"values": changed, "predicted": round(capacity, 4), "runners_up": runners}
@@ -288,6 +288,7 @@ def update(setup: StudySetup, trials: list) -> None:
     setup.study.enqueue_trial(
         encode_params(narrowed, full), user_attrs={"source": "model", "auto": auto, "model_of": best.number}
     )
+    return record
 
 
 def _baseline_values(trial, space: ResolvedSpace) -> dict[str, Any]:

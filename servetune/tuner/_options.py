@@ -80,3 +80,5 @@ class TuneOptions:
     model_seed: bool = True
     """Capacity studies: fit the server model on the baselines' searches, prune the space by it and
     seed the first sampled trial (`_model`); False: search as without a model."""
+    budget_s: float | None = None
+    """`--budget`: stop launching once the next trial and the confirmation no longer fit (s; None: no limit)."""

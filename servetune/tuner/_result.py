@@ -32,6 +32,10 @@ class TrialSummary:
     capacity: dict[str, Any] | None = None
     """A capacity trial's search (`Capacity` as JSON: SLOs, capacity, steps), else None."""
     timing: dict[str, Any] = field(default_factory=dict)
+    predicted: float | None = None
+    """A capacity trial's capacity as the study's server model predicted it before it launched."""
+    duplicate_of: int | None = None
+    """The trial whose measurement this one reuses (same config, not relaunched)."""
     """Where the trial's time went (`RunTimings` as JSON); empty for a trial that launched nothing."""
 
     def as_json(self) -> dict[str, Any]:
@@ -70,6 +74,26 @@ class TuneResult:
     confirmations: list[dict[str, Any]] = field(default_factory=list)
     """Every confirmation the study ran, oldest first (a resumed study can confirm again, e.g. with
     longer steps); `confirmation` is the newest."""
+    model: dict[str, Any] | None = None
+    """A capacity study's server model record (`tuner._model`: the fit, its evidence, its seed)."""
+
+    def model_error(self) -> dict[str, Any] | None:
+        """How far the model's predictions were from the measured capacities: per trial that has both
+        (COMPLETE), the ratio predicted / measured - 1; the median of their sizes, and the seed's."""
+        pairs = [
+            (t.number, t.predicted / t.values[0] - 1.0)
+            for t in self.trials
+            if t.predicted and t.state == "COMPLETE" and t.values and t.values[0] and not t.duplicate_of
+        ]
+        if not pairs:
+            return None
+        seed = next((e for n, e in pairs if next(t for t in self.trials if t.number == n).source == "model"), None)
+        return {
+            "trials": len(pairs),
+            "median_abs": statistics.median(abs(e) for _, e in pairs),
+            "seed": seed,
+            "each": {n: round(e, 4) for n, e in pairs},
+        }
 
     def ratio(self) -> float | None:
         """best/baseline on the primary objective (the confirmed median when re-measured)."""
@@ -107,12 +131,15 @@ class TuneResult:
             "pareto_front": self.pareto,
             "trials": [t.as_json() for t in self.trials],
             "trial_time": self.trial_time(),
+            "model": self.model,
+            "model_error": self.model_error(),
             "meta": self.meta,
         }
 
     def trial_time(self) -> dict[str, Any] | None:
         """Medians over the trials that launched a server: `trials`, and seconds of `startup_s`, its
-        phases (`startup_phases`: imports, processes, engine, ...), `bench_s`, `stop_s`, `total_s`."""
+        phases (`startup_phases`: imports, processes, engine, ...), `bench_s` (for a capacity study
+        split into `screening_s`, `search_s`, `soak_s`), `stop_s`, `total_s`."""
         timed = [t.timing for t in self.trials if t.timing.get("total_s")]
         if not timed:
             return None
@@ -120,7 +147,7 @@ class TuneResult:
         def median(values: list[float]) -> float | None:
             return round(statistics.median(values), 1) if values else None
 
-        keys = ("startup_s", "bench_s", "stop_s", "total_s")
+        keys = ("startup_s", "bench_s", "screening_s", "search_s", "soak_s", "stop_s", "total_s")
         out: dict[str, Any] = {"trials": len(timed)}
         out.update({k: median([t[k] for t in timed if isinstance(t.get(k), (int, float))]) for k in keys})
         phases = [t["startup_phases"] for t in timed if t.get("startup_phases")]
@@ -162,6 +189,8 @@ def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None)
         note=note,
         capacity=capacity,
         timing=dict(t.user_attrs.get("timing") or {}),
+        predicted=(t.user_attrs.get("predicted") or {}).get("capacity"),
+        duplicate_of=t.user_attrs.get("duplicate_of"),
     )
 
 
@@ -245,4 +274,5 @@ def load_result(study, storage_url: str) -> TuneResult:
         confirmation=confirmation,
         meta=meta,
         confirmations=confirmation_history(study.user_attrs),
+        model=study.user_attrs.get("server_model"),
     )

@@ -5,14 +5,15 @@ measured configs. With several slots each worker is a thread; Ctrl-C stops them 
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from servetune.tuner import _local, _model, _storage
+from servetune.tuner import _budget, _local, _model, _storage
 from servetune.tuner._evaluate import Slot
 from servetune.tuner._trial import TrialDriver, launches
-from servetune.tuner.events import Converged
+from servetune.tuner.events import BudgetSpent, Converged, ModelFitted
 
 if TYPE_CHECKING:
     from servetune.runner import BaseRunner
@@ -46,6 +47,8 @@ class SlotWorkers:
             setup, runner, on_event=on_event, stop=stop, lock=self.lock, local_budget=self.local_budget
         )
         self._converged = False
+        self._spent = False
+        self.started = time.monotonic()
         self._error: BaseException | None = None
 
     def run(self) -> None:
@@ -84,13 +87,23 @@ class SlotWorkers:
                 trials = study.get_trials(deepcopy=False)
                 if launches(trials) >= self.s.options.trials:
                     return
+                room, est = _budget.fits(self.s, trials, time.monotonic() - self.started)
+                if not room:
+                    if not self._spent:  # said once, though every slot's worker stops here
+                        self._spent = True
+                        done = launches(trials, running=False)
+                        self.on_event(BudgetSpent(time.monotonic() - self.started, self.s.options.budget_s,
+                                                  est["trial_s"], est["confirmation_s"], done))  # fmt: skip
+                    return
                 if self.driver.reproposals >= MAX_REPROPOSALS:
                     if not self._converged:  # said once, though every slot's worker stops here
                         self._converged = True
                         done = launches(study.get_trials(deepcopy=False), running=False)
                         self.on_event(Converged(reproposals=self.driver.reproposals, done=done))
                     return
-                _model.update(self.s, trials)  # once the baselines ran: the server model, its seed
+                fitted = _model.update(self.s, trials)  # once the baselines ran: the server model, its seed
+                if fitted is not None:
+                    self.on_event(ModelFitted(fitted))
                 _local.enqueue_neighbour(self.s, study.get_trials(deepcopy=False), self.local_budget)
                 with warnings.catch_warnings():
                     # "heartbeat is meant for optimize()": we beat ourselves

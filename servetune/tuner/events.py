@@ -17,11 +17,13 @@ from typing import Any, Union
 
 __all__ = [
     "BestSoFar",
+    "BudgetSpent",
     "ConfirmRound",
     "ConfirmSkipped",
     "Confirmed",
     "Converged",
     "LostTrials",
+    "ModelFitted",
     "StudyStarted",
     "TrialFinished",
     "TrialStarted",
@@ -109,6 +111,24 @@ class Converged:
 
 
 @dataclass(frozen=True)
+class ModelFitted:
+    """A capacity study fitted its server model on a baseline (`tuner._model`): the record stored."""
+
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BudgetSpent:
+    """The study stops launching: the next trial and the confirmation would not fit `--budget`."""
+
+    elapsed_s: float
+    budget_s: float
+    trial_s: float
+    confirmation_s: float
+    done: int
+
+
+@dataclass(frozen=True)
 class ConfirmRound:
     """A finalist or the baseline is about to be re-measured."""
 
@@ -142,6 +162,15 @@ class Confirmed:
 
 
 TuneEvent = Union[
-    StudyStarted, LostTrials, TrialStarted, TrialFinished, Converged, ConfirmRound, ConfirmSkipped, Confirmed
+    StudyStarted,
+    LostTrials,
+    TrialStarted,
+    TrialFinished,
+    Converged,
+    BudgetSpent,
+    ConfirmRound,
+    ConfirmSkipped,
+    Confirmed,
+    ModelFitted,
 ]
 """Any event a study sends."""

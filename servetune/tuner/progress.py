@@ -74,6 +74,15 @@ class TuneProgress:
                 f"[yellow]stopping after {event.done} launches: the sampler proposed {event.reproposals} "
                 "measured configs in a row (converged, or the space is used up)[/]"
             )
+        elif isinstance(event, ev.BudgetSpent):
+            spent = f"{event.elapsed_s / 60:.1f} of {event.budget_s / 60:g} min spent"
+            p.console.print(
+                f"[yellow]stopping after {event.done} launches: {spent}, and the next trial (~{event.trial_s:.0f} s) "
+                f"plus the confirmation (~{event.confirmation_s:.0f} s) would not fit --budget[/]"
+            )
+        elif isinstance(event, ev.ModelFitted):
+            for line in model_lines(event.record):
+                p.console.print(line)
         elif isinstance(event, ev.ConfirmRound):
             p.console.print(f"re-measuring trial {event.trial} (round {event.round}/{event.rounds})")
         elif isinstance(event, ev.Confirmed):
@@ -108,3 +117,30 @@ class TuneProgress:
         else:
             line = f"[yellow]{event.state.lower()}[/]"
         p.console.print(f"trial {event.number:>3} {event.source[:8]:<8} {line}")
+
+
+def model_lines(record: dict[str, Any]) -> list[str]:
+    """The server model's record as a study prints it: the fit, what it pruned and why, its seed."""
+    if not record:
+        return []
+    m = record.get("model")
+    if not m:
+        return [f"server model: {record.get('note', 'none')}"]
+    graph = f"{m['eager_ms']:.2f} ms past the {m['graph_bs']}-wide graph" if m.get("eager_ms") else "graph cost unseen"
+    fit = f"trial {record.get('fitted_on')}, {m['steps']} steps, {m['requests']} requests, R2 {m['r2']:.2f}"
+    usage = m["token_usage_max"] if m.get("token_usage_max") is not None else "?"
+    lines = [
+        f"server model ({fit}): {m['base_ms']:.2f} ms per token + {m['per_running_ms']:.3f} ms per running request, "
+        f"{graph}, prefill stall {m['prefill_ms']:.2f} ms ({m['stall']}); ran at most {m['running_max']} at once, "
+        f"KV usage up to {usage}; predicts the baseline at {record.get('baseline_predicted')} req/s "
+        f"(measured {record.get('baseline_measured'):.4g})"
+    ]
+    for e in record.get("evidence") or []:
+        lines.append(f"  {e['field']}: {e['action']}" + (f" to {e['to']:g}" if "to" in e else "") + f" ({e['why']})")
+    seed = record.get("seed")
+    if seed:
+        values = ", ".join(f"{k}={v}" for k, v in seed["values"].items())
+        lines.append(f"  first sampled trial: {values}, predicted {seed['predicted']:.4g} req/s")
+    elif record.get("note"):
+        lines.append(f"  {record['note']}")
+    return lines

@@ -17,6 +17,7 @@ from servetune.errors import TuningError, did_you_mean
 from servetune.secrets import redact
 from servetune.tuner._result import TuneResult, load_result
 from servetune.tuner._storage import redact_url
+from servetune.tuner.progress import model_lines
 
 
 def load_study_result(storage: str, study: str | None):
@@ -132,7 +133,9 @@ def print_report(result: TuneResult) -> None:
     elif result.slos:
         console.print("SLOs: " + ", ".join(result.slos))
     table = Table(show_lines=False)
-    for col in ("#", "state", "source", *(o["name"] for o in result.objectives), "params", "note"):
+    predicted = any(t.predicted for t in result.trials)
+    cols = ("#", "state", "source", *(o["name"] for o in result.objectives), *(("predicted",) if predicted else ()))
+    for col in (*cols, "params", "note"):
         table.add_column(col, overflow="fold")
     best_n = result.best.number if result.best else None
     for t in result.trials:
@@ -152,13 +155,23 @@ def print_report(result: TuneResult) -> None:
                 + "fixed: "
                 + ", ".join(f"{k}={'unset' if v is None else v}" for k, v in t.fixed.items())
             )
-        table.add_row(str(t.number), state, t.source, *(_fmt(v) for v in vals), params, note)
+        extra = (_fmt(t.predicted) if t.predicted else "",) if predicted else ()
+        table.add_row(str(t.number), state, t.source, *(_fmt(v) for v in vals), *extra, params, note)
     console.print(table)
     if result.pareto:
         console.print(f"Pareto front: trials {result.pareto}")
     line = trial_time_line(result.trial_time())
     if line:
         console.print(line)
+    for line in model_lines(result.model or {}):
+        console.print(line)
+    error = result.model_error()
+    if error:
+        seed = f"; its seed {error['seed']:+.1%}" if error["seed"] is not None else ""
+        console.print(
+            f"  model error: median {error['median_abs']:.1%} over {error['trials']} measured trials (predicted / "
+            f"measured - 1){seed}"
+        )
     print_summary(result, console)
 
 
@@ -171,11 +184,18 @@ def trial_time_line(tt: dict[str, Any] | None) -> str:
     inside = StartupPhases(**(tt.get("startup_phases") or {})).summary()
     parts = [
         f"start {tt['startup_s']:g} s" + (f" ({inside})" if inside else "") if tt.get("startup_s") is not None else "",
-        f"bench {tt['bench_s']:g} s" if tt.get("bench_s") is not None else "",
+        f"bench {tt['bench_s']:g} s" + _bench_split(tt) if tt.get("bench_s") is not None else "",
         f"stop {tt['stop_s']:g} s" if tt.get("stop_s") is not None else "",
     ]
     launches = f"{tt['trials']} launch{'es' if tt['trials'] != 1 else ''}"
     return f"trial time (median of {launches}): {tt['total_s']:g} s = " + " + ".join(p for p in parts if p)
+
+
+def _bench_split(tt: dict[str, Any]) -> str:
+    """` (screening 9.8 s, search 230 s)` where a capacity study's trials report the split."""
+    parts = [f"{name} {tt[k]:g} s" for name, k in (("screening", "screening_s"), ("search", "search_s"),
+             ("soak", "soak_s")) if tt.get(k)]  # fmt: skip
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:

@@ -95,3 +95,19 @@ def test_the_space_is_pruned_by_what_the_baseline_showed(study):
     for t in trials:
         if t.number >= 2 and "duplicate_of" not in t.user_attrs:
             assert t.user_attrs["params"]["max_running_requests"] <= limit["to"]
+
+
+def test_tune_report_prints_the_model_its_seed_and_its_error(study, capsys, monkeypatch):
+    from servetune.tuner import load_result
+    from servetune.tuner.report import print_report
+
+    tuner, _, _ = study
+    result = load_result(tuner.study, tuner.storage_url)
+    monkeypatch.setenv("COLUMNS", "250")
+    print_report(result)
+    out = capsys.readouterr().out
+    assert "server model (trial 0" in out and "first sampled trial: max_running_requests=" in out
+    assert "max_running_requests: narrowed to" in out and "model error: median" in out and "its seed" in out
+    error = result.model_error()
+    assert error["trials"] >= 1 and abs(error["seed"]) <= 0.15
+    assert result.as_json()["model"]["seed"]["predicted"] > 0
