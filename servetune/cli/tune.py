@@ -101,7 +101,10 @@ def tune(
     space: Annotated[
         Optional[Path],
         typer.Option(
-            "--space", help="YAML file with a tune: block (replaces the default space).", rich_help_panel=_SEARCH
+            "--space",
+            help="A YAML file with a tune: block, or a shipped space (capacity-vlm, multimodal, text); replaces the "
+            "default space.",
+            rich_help_panel=_SEARCH,
         ),
     ] = None,
     space_set: Annotated[

@@ -116,10 +116,16 @@ def parse_compact(text: str, *, where: str = "--space-set") -> tuple[str, Distri
 
 
 def load_space_file(path: str | Path) -> dict[str, Distribution]:
-    """The `tune:` block of a YAML file (a space file, a preset or a workload); a bare mapping also works."""
+    """The `tune:` block of a YAML file (a space file, a preset or a workload), or of a shipped space
+    named instead of a path (`capacity-vlm`); a bare mapping also works."""
     p = Path(path)
+    if not p.is_file() and str(path) in shipped_spaces():
+        return load_shipped_space(str(path))
     if not p.is_file():
-        raise SpecError(f"search-space file not found: {p}", help="pass a YAML file with a `tune:` mapping")
+        raise SpecError(
+            f"search-space file not found: {p}",
+            help=f"pass a YAML file with a `tune:` mapping, or a shipped space: {', '.join(shipped_spaces())}",
+        )
     data = load_yaml(p) or {}  # bounded: a user's file (aliases, size and nodes capped)
     tune = data.get("tune", data) if isinstance(data, dict) else None
     if not isinstance(tune, dict) or not tune:

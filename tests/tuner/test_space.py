@@ -151,3 +151,20 @@ def test_a_shipped_workloads_space_drops_fields_an_older_release_lacks(catalogs)
     )
     with pytest.raises(UnknownNameError):
         build_space(catalog=old, workload_tune=block)
+
+
+def test_the_capacity_space_for_vlm_traffic_holds_its_levers_in_every_release_it_names():
+    """`--space capacity-vlm`: a shipped space by name; every field exists in SGLang 0.5.17 and 0.5.23
+    (nothing dropped), and the graph size is a range the server model can narrow, not a choice list."""
+    from servetune.catalog import load_catalog
+    from servetune.tuner.space import load_space_file
+
+    space = load_space_file("capacity-vlm")
+    assert space == load_shipped_space("capacity-vlm")
+    levers = {"max_running_requests", "cuda_graph_max_bs_decode", "chunked_prefill_size", "enable_mixed_chunk",
+              "schedule_conservativeness", "mm_processor_worker_num", "mem_fraction_static"}  # fmt: skip
+    assert set(space) == levers
+    assert isinstance(space["cuda_graph_max_bs_decode"], IntDistribution) and space["cuda_graph_max_bs_decode"].log
+    for version in ("0.5.17", "0.5.23"):
+        built = build_space(catalog=load_catalog(version), space_file="capacity-vlm")
+        assert set(built.params) == levers and not built.dropped
