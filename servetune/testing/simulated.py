@@ -415,18 +415,18 @@ class _StandinSim:
         self.telemetry.append(record)
 
 
-def standin_runner(*, noise: float = 0.05, **server: Any):
+def standin_runner(*, noise: float = 0.05, salt: int = 0, **server: Any):
     """A `FakeRunner` whose launches are `StandinServer`s of the trial's argv: a capacity study over
     the stand-in's landscape in simulated time (each capacity step served in simulation, its
-    telemetry kept; each launch its own noise factor, from its run directory). `server`: the
-    `StandinServer` fields of the traffic (input/output tokens, images, ...)."""
+    telemetry kept; each launch its own noise factor, from its run directory's name and `salt`).
+    `server`: the `StandinServer` fields of the traffic (input/output tokens, images, ...)."""
     import zlib
 
     from servetune.testing.fake import FakeRunner
 
     def spec(call) -> StandinServer:
         launch = call.run_dir.parent.parent if call.run_dir.parent.name == "steps" else call.run_dir
-        seed = zlib.crc32(launch.name.encode()) % 100_000  # trial-0003, r1-trial-0003: one factor per launch
+        seed = zlib.crc32(f"{salt}:{launch.name}".encode()) % 100_000  # trial-0003, r1-trial-0003: one per launch
         return StandinServer(argv=call.argv, noise=noise, launch_seed=seed, **server)
 
     def measure(call):
