@@ -17,7 +17,7 @@ server with a known share of slow requests, a warm-up stall) and check what the 
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -223,6 +223,9 @@ class StandinServer(SimulatedServer):
     output_tokens: int = 128
     images: int = 0
     image_kb: float = 120.0
+    image_pool: int = 0
+    """Requests draw their image from a pool of this many (request i: image i mod pool), so the media
+    cache (cpu transport) hits; 0: every image is unique."""
     time_scale: float = 0.25
     max_chunks: int = 16
     log_s: float = 0.5
@@ -278,6 +281,7 @@ class _StandinSim:
         self.running = self.decoding = self.prefilling = self.kv_used = self.steps = 0
         self.last_prefill_step: int | None = None
         self.lane_free = 0.0
+        self.media: OrderedDict[int, None] = OrderedDict()
         self.gen_tokens, self.gen_since = 0, 0.0
         self.telemetry: list[dict] = []
         self.failed_at: float | None = None
@@ -348,8 +352,9 @@ class _StandinSim:
                 self.last_prefill_step = self.steps
             i = self.waiting_prefill.popleft()
             t = self.now
-            for _ in range(self.spec.images):  # the host's image lane first: it does not stall decode
-                self.lane_free = max(self.lane_free, t) + self.image_ms() * self.factor() * self.ms
+            for k in range(self.spec.images):  # the host's image lane first: it does not stall decode
+                image = (i * self.spec.images + k) % self.spec.image_pool if self.spec.image_pool else None
+                self.lane_free = max(self.lane_free, t) + self.image_ms(image) * self.factor() * self.ms
                 t = self.lane_free
             self.at(t, self.prefill, i)
 
@@ -359,9 +364,19 @@ class _StandinSim:
         prefill = self.rules.prefill_ms(self.tokens, self.chunk) * self.slowdown * self.factor() * self.ms
         self.at(self.now + prefill, self.prefilled, i)
 
-    def image_ms(self) -> float:  # `Engine._image_ms` for a unique image of `image_kb`
+    def image_ms(self, image: int | None) -> float:  # `Engine._image_ms` for an image of `image_kb`
+        from servetune.testing.standin._engine import MEDIA_CACHE_ENTRIES
+
         transport, kb = self.cfg["mm_feature_transport"], self.spec.image_kb
         if transport == "cpu":
+            if image is not None:  # the media cache (`_engine.MEDIA_CACHE_ENTRIES`, LRU)
+                hit = image in self.media
+                self.media[image] = None
+                self.media.move_to_end(image)
+                while len(self.media) > MEDIA_CACHE_ENTRIES:
+                    self.media.popitem(last=False)
+                if hit:
+                    return 1.0
             return 20.0 + 4.0 * kb / 100.0
         if transport == "cuda_ipc":
             return 5.0 + kb / 100.0

@@ -43,7 +43,8 @@ def image_url(i: int, size: int = 60_000) -> str:
 def drive(
     url: str, n: int, concurrency: int, max_tokens: int = 32, images: list[str] | None = None
 ) -> dict[str, float]:
-    """Send n streamed chat requests, `concurrency` at a time; request throughput and mean TTFT (s)."""
+    """Send n streamed chat requests, `concurrency` at a time; request throughput, mean TTFT (s) and how
+    many streamed their first token (`served`)."""
     import httpx
 
     client = httpx.Client(timeout=60, limits=httpx.Limits(max_connections=concurrency * 2))
@@ -66,7 +67,7 @@ def drive(
         ttfts = list(pool.map(one, range(n)))
     wall = time.perf_counter() - t0
     client.close()
-    return {"throughput": n / wall, "mean_ttft": sum(ttfts) / n, "wall": wall}
+    return {"throughput": n / wall, "mean_ttft": sum(ttfts) / n, "wall": wall, "served": sum(1 for t in ttfts if t)}
 
 
 def cpu_count() -> int:
