@@ -58,12 +58,13 @@ def test_a_crash_under_load_is_seen_by_check_alive_and_cleaned_up(make_options):
 
 @pytest.mark.parametrize("knobs", [{"START_DELAY_S": 30}, {"HANG": 1}], ids=["slow", "hang"])
 def test_a_server_that_is_not_ready_in_time_is_a_startup_timeout(make_options, knobs):
-    """Slow to bind, or bound but never healthy: `startup_timeout` after the timeout, not later, group gone."""
+    """Slow to bind, or bound but never healthy: `startup_timeout` at the timeout, without waiting for the
+    server (its 30 s delay, or forever), group gone."""
     opts = make_options({**knobs, "CHILDREN": 1}, startup_timeout_s=0.8, stop_grace_s=1.0)
     t0 = time.monotonic()
     err = launch_error(["--model-path", MODEL], opts)
     assert err.failure == "startup_timeout"
-    assert time.monotonic() - t0 < 4
+    assert 0.8 <= time.monotonic() - t0 < 30  # an ordering: the timeout, not the server, ended the wait
     assert "did not become ready within 0.8 s" in err.message
     assert group_gone(int((opts.run_dir / "server.pid").read_text()))
 
@@ -125,7 +126,7 @@ def test_an_old_server_answering_on_our_port_is_a_wrong_server(make_options, tmp
             err = launch_error(["--model-path", MODEL], opts)
             assert err.failure == "wrong_server"
             assert "outside our process group" in err.message and "started no later than our server" in err.message
-            assert time.monotonic() - t0 < 6
+            assert time.monotonic() - t0 < 8  # found before our own server (8 s delay) could have bound
             assert old.poll() is None, "the old server is not ours to kill"
             assert group_gone(int((opts.run_dir / "server.pid").read_text()))
         finally:

@@ -91,8 +91,8 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period(make_opt
     )
     t0 = time.monotonic()
     code = server.stop()
-    assert code == -9
-    assert 0.5 <= time.monotonic() - t0 < 5
+    assert code == -9  # killed: SIGTERM alone would never have ended it
+    assert time.monotonic() - t0 >= 0.5  # ... and only after the grace period
     assert group_gone(server.pgid)
 
 

@@ -182,5 +182,6 @@ def test_a_measured_server_gets_the_short_stop_grace(make_runner, resolution, wo
     runner = make_runner({"IGNORE_SIGTERM": 1, "CHILDREN": 1}, stop_grace_s=30.0)
     m = runner.measure(resolution, workload, run_dir=tmp_path, requests=4)
     assert m.ok, m.failure
-    assert MANAGED_STOP_GRACE_S <= m.timings.stop_s < 10.0
+    # an ordering: after the short grace, and before the options' 30 s grace could have run out
+    assert MANAGED_STOP_GRACE_S <= m.timings.stop_s < 30.0
     assert group_gone(_pid(tmp_path))

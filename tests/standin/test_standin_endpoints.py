@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import httpx
 import pytest
@@ -100,10 +101,17 @@ def test_api_key_and_bad_requests(server):
     assert httpx.post(server.url + "/v1/chat/completions", json={"messages": []}, headers=AUTH).status_code == 400
 
 
-def test_it_starts_in_well_under_a_second(tmp_path):
-    """From exec to a bound, healthy port in < 1 s (it imports only the stdlib and servetune's light modules)."""
-    with standin(tmp_path) as handle:
-        assert handle.startup_s < 1.0
+def test_it_starts_without_importing_anything_heavy():
+    """It binds its port quickly because it imports only the stdlib and servetune's light modules: no
+    torch, optuna, numpy, pydantic-heavy catalogs or sglang (a start time is a benchmark's to print)."""
+    code = (
+        "import sys, servetune.testing.standin.__main__ as m; "
+        "heavy = {'torch', 'optuna', 'numpy', 'sglang', 'httpx', 'rich', 'yaml'} & set(sys.modules); "
+        "print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_a_bad_knob_is_a_clear_usage_error():
