@@ -154,6 +154,29 @@ def max_missed(allowed: float, confidence: float, over: int) -> int:
     return lo
 
 
+def design_effect(values: Sequence[float], *, cutoff: float = 0.05) -> float | None:
+    """How many requests carry the information of one, when neighbours in arrival order are alike:
+    1 + 2 x the sum of the series' autocorrelations from lag 1 up to the first under `cutoff` (Kish's
+    design effect for an autocorrelated mean; at least 1). None for fewer than 20 values or a
+    constant series. On the H200 the log TPOT of SGLang's requests read 9-22 (a burst of arrivals
+    slows a whole batch at once): a binomial count over them states its confidence per request."""
+    n = len(values)
+    if n < 20:
+        return None
+    mean = math.fsum(values) / n
+    dev = [v - mean for v in values]
+    var = math.fsum(d * d for d in dev) / n
+    if var <= 0:
+        return None
+    total = 0.0
+    for lag in range(1, n // 4):
+        rho = math.fsum(dev[i] * dev[i + lag] for i in range(n - lag)) / n / var
+        if rho < cutoff:
+            break
+        total += rho
+    return max(1.0, 1.0 + 2.0 * total)
+
+
 def t_quantile(p: float, dof: float) -> float:
     """Student's t quantile (Cornish-Fisher expansion about the normal one; within 1% of the
     exact value from 3 degrees of freedom on)."""

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict
 
 from servetune.bench.metrics import offered_ratio
 from servetune.bench.slo import LatencySlo, request_latency_ms, statistic
-from servetune.bench.stats import SequentialBinomial, min_judged, t_quantile, trend
+from servetune.bench.stats import SequentialBinomial, design_effect, min_judged, t_quantile, trend
 
 if TYPE_CHECKING:
     from servetune.bench.metrics import RequestRecord
@@ -119,6 +119,11 @@ class SloCheck(BaseModel):
     """Judged samples a percentile SLO needs to be met with as many over as now."""
     reachable: int | None = None
     """Samples the step can judge by its end at this pace: below `needed`, it can no longer be met."""
+    design_effect: float | None = None
+    """At the step's decision: how many judged requests carry the information of one independent
+    request (`stats.design_effect` of their log latencies in arrival order; None for ITL, whose
+    samples are gaps, and while open). The decision's confidence is per request; `judged` over this
+    is the sample's effective size."""
 
     @property
     def futile(self) -> bool:
@@ -313,7 +318,7 @@ class StepJudge:
                 f"{backlog.projected_delay_ms:.0f} ms by {rules.horizon_s:g} s (bound {backlog.delay_bound_ms:g})"
             )
         if missed:
-            return StepVerdict(state="missed", why="; ".join(missed), **base)
+            return StepVerdict(state="missed", why="; ".join(missed), **self._effective(base))
         futile = [
             f"{c.slo} cannot be met in {self.max_s:g} s ({c.over} of {c.judged} over; "
             f"{c.needed or 'too many'} judged needed, {c.reachable} reachable)"
@@ -321,7 +326,7 @@ class StepJudge:
             if c.futile
         ]
         if futile:
-            return StepVerdict(state="undecided", why="; ".join(futile), **base)
+            return StepVerdict(state="undecided", why="; ".join(futile), **self._effective(base))
         open_ = [
             f"{c.slo}: {c.judged} judged, {c.over} over, needs {c.needed or '?'}" for c in checks if c.decision is None
         ]
@@ -335,8 +340,21 @@ class StepJudge:
         if self.soak and rel < self.max_s and not final:
             open_.append("soaking")
         if not open_:
-            return StepVerdict(state="met", why="", **base)
-        return StepVerdict(state="undecided" if final else "open", why="; ".join(open_), **base)
+            return StepVerdict(state="met", why="", **self._effective(base))
+        if final:
+            return StepVerdict(state="undecided", why="; ".join(open_), **self._effective(base))
+        return StepVerdict(state="open", why="; ".join(open_), **base)
+
+    def _effective(self, base: dict) -> dict:
+        """`base` with each percentile SLO's design effect, computed once the step is decided."""
+        checks = []
+        for check, slo in zip(base["slos"], self.slos):
+            if slo.quantile is None or slo.metric == "itl":
+                checks.append(check)
+                continue
+            values = [math.log(max(v, 1e-3)) for v in self._prefix[slo].values]
+            checks.append(check.model_copy(update={"design_effect": design_effect(values)}))
+        return {**base, "slos": checks}
 
     def _check(self, slo: LatencySlo, judged: Sequence[RequestRecord], now: float, remaining: float) -> SloCheck:
         """One SLO's count and decision; `remaining`: arrivals still to come before the step's end."""

@@ -206,3 +206,33 @@ def test_a_recorded_step_replays_its_cancelled_requests_as_still_in_flight(tmp_p
     assert verdict.failed == 0 and verdict.state == "met"
     assert [r.finished for r in seen if r.start in cancelled] == [False] * 30
     assert verdict.slos[0].over == 30  # each waited past the bound without a first token: over, not failed
+
+
+def test_the_design_effect_reads_one_for_independent_requests_and_more_for_correlated_ones():
+    import random
+
+    from servetune.bench.stats import design_effect
+
+    rng = random.Random(1)
+    independent = [rng.gauss(0, 1) for _ in range(2000)]
+    assert design_effect(independent) < 1.3
+    ar, x = [], 0.0
+    for _ in range(4000):  # AR(1) with phi 0.8: (1 + phi) / (1 - phi) = 9
+        x = 0.8 * x + rng.gauss(0, 1)
+        ar.append(x)
+    assert 6.0 < design_effect(ar) < 11.0
+    assert design_effect([1.0] * 100) is None and design_effect([1.0, 2.0] * 5) is None
+
+
+def test_a_decided_step_states_how_correlated_its_requests_were():
+    """SGLang's defaults at 16.15 req/s on the H200 (session 9, met with 487 judged): a burst of arrivals
+    slows the whole batch, so neighbouring requests' TPOTs move together; the met verdict says so (the
+    design effect of the TPOT series, well above 1), and an open look does not compute it."""
+    records = load_requests(H200 / "defaults-16.15-run2-requests.jsonl")
+    judge = StepJudge(SLOS_H200, StepRules(), rate=16.148, max_s=120.0)
+    verdict, _ = replay(records, judge, until=35.4)  # the step ran 35.4 s: it stopped at its verdict
+    assert verdict.state == "met"
+    tpot = next(c for c in verdict.slos if "tpot" in c.slo)
+    assert tpot.design_effect is not None and tpot.design_effect > 5
+    early = StepJudge(SLOS_H200, StepRules(), rate=16.148, max_s=120.0).look(records[:50], records[49].start)
+    assert early.state == "open" and all(c.design_effect is None for c in early.slos)
