@@ -33,8 +33,9 @@ image tokens) and streams 128 output tokens, one chunk per token. Its mechanics:
 - `--num-continuous-decode-steps K` (decode steps between prefill checks) and
   `--enable-mixed-chunk` (a prefill batch also advances the running requests, run eagerly) are
   modelled too; other flags are ignored.
-- Each launch has a performance factor (lognormal, sigma `LAUNCH_SIGMA`) seeded by its trial
-  directory's name, and each step a smaller one (`STEP_SIGMA`): launches and steps differ.
+- Each launch has a performance factor (lognormal, sigma `LAUNCH_SIGMA`, multiplying every GPU and
+  host time) seeded by its trial directory's name and the study's seed, and each step a smaller one
+  (`STEP_SIGMA`): launches and steps differ, runs of the same study do not.
 
 What it does not model: the radix/prefix cache (every image is unique), KV preemption or retraction,
 speculative decoding, network time, tokenizer-manager contention beyond the preprocessing pool,
@@ -223,9 +224,10 @@ def captured_sizes(graph_bs: int) -> list[int]:
     return [*out, graph_bs] if graph_bs >= 1 else []
 
 
-def launch_factor(name: str) -> float:
-    """A launch's performance factor (multiplies GPU and host times), seeded by its trial directory's name."""
-    rng = random.Random(int.from_bytes(hashlib.sha256(f"launch:{name}".encode()).digest()[:8], "big"))
+def launch_factor(name: str, salt: int | str = 0) -> float:
+    """A launch's performance factor (multiplies GPU and host times), seeded by its trial directory's
+    name and the server's salt (a study's seed: trial-0000 of two studies are different launches)."""
+    rng = random.Random(int.from_bytes(hashlib.sha256(f"launch:{salt}:{name}".encode()).digest()[:8], "big"))
     return math.exp(rng.gauss(0.0, LAUNCH_SIGMA))
 
 
@@ -254,8 +256,16 @@ class Outcome:
     def records(self) -> list[RequestRecord]:
         return [
             RequestRecord(
-                success=True, start=a, scheduled=a, ttft=self.first[i] - a, latency=self.end[i] - a,
-                itl=self.itl(i), output_len=self.output[i], prompt_len=self.prompt[i], images=1, finished=True,
+                success=True,
+                start=a,
+                scheduled=a,
+                ttft=self.first[i] - a,
+                latency=self.end[i] - a,
+                itl=self.itl(i),
+                output_len=self.output[i],
+                prompt_len=self.prompt[i],
+                images=1,
+                finished=True,
             )  # fmt: skip
             for i, a in enumerate(self.arrival)
         ]
@@ -453,3 +463,311 @@ def truth(launch: Launch, perf: float = 1.0, lo: float = 2.0, hi: float = 200.0)
         else:
             b = m
     return grid[a] if a >= 0 else 0.0
+
+
+# --- the server behind servetune's FakeRunner ---------------------------------------------------
+def trial_name(run_dir: Path) -> str:
+    """The launch's name: the `trial-NNNN` directory above a step's run directory (else the directory)."""
+    for part in reversed(Path(run_dir).parts):
+        if part.startswith("trial-"):
+            return part
+    return Path(run_dir).name
+
+
+class HeldoutServer:
+    """`measure_fn` and `server_info` for `FakeRunner`; `launches` maps each trial directory's name
+    to its `(Launch, performance factor)`."""
+
+    def __init__(self, salt: int | str = 0) -> None:
+        self.salt = salt
+        self.launches: dict[str, tuple[Launch, float]] = {}
+        self.steps = 0
+
+    def launch_of(self, call: Any) -> tuple[Launch, float]:
+        name = trial_name(call.run_dir)
+        launch = Launch.from_argv(call.argv)
+        perf = launch_factor(name, self.salt)
+        self.launches[name] = (launch, perf)
+        return launch, perf
+
+    def measure(self, call: Any) -> Any:
+        rate = call.workload.request_rate if call.workload is not None else None
+        if rate is None:  # the warm-up wave: judged by nothing
+            return {"completed": call.total, "comparable_request_throughput": 1.0}
+        launch, perf = self.launch_of(call)
+        seed = int(call.workload.seed or 0)
+        rng = random.Random(f"step:{trial_name(call.run_dir)}:{Path(call.run_dir).name}:{seed}")
+        step = math.exp(rng.gauss(0.0, STEP_SIGMA))
+        out = simulate(launch, arrivals(rate, call.total, seed), seed, perf * step)
+        self.steps += 1
+        return SimulatedRun(out.records(), out.telemetry)
+
+    def server_info(self, call: Any) -> dict[str, Any]:
+        launch, _ = self.launch_of(call)
+        return {
+            "max_running_requests": launch.running_limit,
+            "cuda_graph_max_bs_decode": launch.graph_bs,
+            "chunked_prefill_size": launch.chunk,
+            "mem_fraction_static": launch.mem_fraction,
+            "num_continuous_decode_steps": launch.continuous_decode,
+            "enable_mixed_chunk": launch.mixed_chunk,
+            "max_total_num_tokens": launch.kv_pool_tokens,
+        }
+
+    def runner(self) -> FakeRunner:
+        return FakeRunner(self.measure, server_info=self.server_info)
+
+
+def launch_of_params(params: dict[str, Any]) -> Launch:
+    """The `Launch` a trial's params (`user_attrs["params"]`) stand for (missing fields: the defaults)."""
+    argv: list[str] = []
+    for key, value in params.items():
+        if value is not None and key in ("max_running_requests", "cuda_graph_max_bs_decode", "chunked_prefill_size",
+                                         "mem_fraction_static"):  # fmt: skip
+            argv += ["--" + key.replace("_", "-"), str(value)]
+    return Launch.from_argv(argv)
+
+
+def run_study(
+    seed: int, *, model_seed: bool, trials: int, workdir: Path, start_rate: float = 16.0, space: str = SPACE_YAML
+) -> Study:
+    """One capacity study on a fresh `HeldoutServer`. A study that raises is returned with its error
+    and the trials it had told (the error is the finding, not hidden)."""
+    from servetune.tuner import TuneOptions, Tuner
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    workload = workdir / "heldout-vlm.yaml"
+    workload.write_text(WORKLOAD_YAML)
+    space_file = workdir / "space.yaml"
+    space_file.write_text(space)
+    server = HeldoutServer(salt=seed)
+    options = TuneOptions(
+        model=MODEL, gpu="h200", workload=str(workload), space_file=str(space_file), objective="capacity",
+        slos=SLOS, start_rate=start_rate, trials=trials, seed=seed, confirm_rounds=0, confirm_soak_seconds=0,
+        run_dir=workdir / "study", client="builtin", no_rules=True, model_seed=model_seed,
+    )  # fmt: skip
+    tuner = Tuner(options, runner=server.runner())
+    error = None
+    try:
+        tuner.run()
+    except Exception as exc:  # reported, not hidden: the error is a finding
+        error = f"{type(exc).__name__}: {exc}"
+    return Study(tuner.study, server, error)
+
+
+@dataclass
+class Study:
+    """A finished (or crashed) study on the held-out server, read back."""
+
+    study: Any
+    server: HeldoutServer
+    error: str | None
+
+    @property
+    def trials(self) -> list[Any]:
+        return sorted(self.study.get_trials(), key=lambda t: t.number)
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        return self.study.user_attrs.get("server_model")
+
+    def launched(self) -> list[Any]:
+        """The trials that were launched (not duplicates), in order."""
+        return [t for t in self.trials if "duplicate_of" not in t.user_attrs and self.launch(t) is not None]
+
+    def launch(self, trial: Any) -> tuple[Launch, float] | None:
+        """`(Launch, performance factor)` of a trial's launch (None: never launched)."""
+        return self.server.launches.get(f"trial-{trial.number:04d}")
+
+    @staticmethod
+    def capacity(trial: Any) -> float | None:
+        from optuna.trial import TrialState
+
+        return float(trial.values[0]) if trial.state == TrialState.COMPLETE and trial.values else None
+
+    def baseline(self) -> float | None:
+        """The baselines' certified capacity (the defaults, else the rules trial)."""
+        caps = [self.capacity(t) for t in self.trials if t.user_attrs.get("source") in ("rules", "defaults")]
+        caps = [c for c in caps if c is not None]
+        return max(caps) if caps else None
+
+    def best(self) -> Any | None:
+        done = [t for t in self.trials if self.capacity(t) is not None]
+        return max(done, key=self.capacity) if done else None
+
+    def best_so_far(self) -> list[float | None]:
+        """Per launch, the best certified capacity so far (req/s)."""
+        out: list[float | None] = []
+        best = None
+        for t in self.launched():
+            cap = self.capacity(t)
+            if cap is not None and (best is None or cap > best):
+                best = cap
+            out.append(best)
+        return out
+
+    def launches_to(self, ratio: float) -> int | None:
+        base = self.baseline()
+        if not base:
+            return None
+        for k, best in enumerate(self.best_so_far(), 1):
+            if best is not None and best >= ratio * base:
+                return k
+        return None
+
+    def model_seed_trial(self) -> Any | None:
+        return next((t for t in self.trials if t.user_attrs.get("source") == "model"), None)
+
+
+# --- the report ---------------------------------------------------------------------------------
+GRID_N: tuple[int | None, ...] = (None, 32, 64, 96, 128, 160, 192, 256)
+GRID_G = (16, 32, 48, 64, 128, 256)
+RATIO = 1.3
+_TRUTHS: dict[tuple[Launch, float], float] = {}
+
+
+def truth_of(launch: Launch, perf: float = 1.0) -> float:
+    """`truth`, cached."""
+    key = (launch, round(perf, 6))
+    if key not in _TRUTHS:
+        _TRUTHS[key] = truth(launch, perf, lo=4.0, hi=120.0)
+    return _TRUTHS[key]
+
+
+def landscape() -> tuple[float, Launch, float]:
+    """Prints the long-run truth over running limit x graph size; `(defaults, best launch, its truth)`."""
+    print(f"(1) long-run truth (req/s): the highest rate on a {TRUTH_STEP:g}x grid whose {TRUTH_REQUESTS} arrivals")
+    print(f"    (the first {TRUTH_WARMUP} not judged) keep each SLO's share over its bound within 1% and the TTFT")
+    print(f"    not growing; SLOs {', '.join(SLOS)}; C={DEFAULT_CHUNK}, F={DEFAULT_MEM_FRACTION}, nominal launch")
+    print("    N \\ G " + "".join(f"{g:>8}" + ("*" if g == DEFAULT_GRAPH_BS else " ") for g in GRID_G))
+    best: tuple[float, Launch] = (0.0, Launch())
+    for n in GRID_N:
+        cells = []
+        for g in GRID_G:
+            launch = Launch(max_running_requests=n, graph_bs=g)
+            value = truth_of(launch)
+            best = max(best, (value, launch), key=lambda b: b[0])
+            cells.append(f"{value:>8.1f} ")
+        print(f"    {('def*' if n is None else str(n)):>5} " + "".join(cells))
+    default = truth_of(Launch())
+    print(f"    defaults ({Launch().label()}, N_eff={Launch().running_limit}): {default:.1f} req/s")
+    print(f"    best of the grid: {best[1].label()}: {best[0]:.1f} req/s = {best[0] / default:.2f}x the defaults")
+    for other in (Launch(chunk=2048), Launch(chunk=4096), Launch(mem_fraction=0.70), Launch(mem_fraction=0.88)):
+        print(f"    {other.label()}: {truth_of(other):.1f}")
+    best_c = max((replace(best[1], chunk=c) for c in (2048, 4096, 8192)), key=truth_of)
+    print("    the grid's best with each chunk: "
+          + ", ".join(f"C={c}: {truth_of(replace(best[1], chunk=c)):.1f}" for c in (2048, 4096, 8192)))  # fmt: skip
+    return default, best_c, truth_of(best_c)
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def report_study(label: str, st: Study, default_truth: float, best_truth: float) -> dict[str, Any]:
+    """Prints one study: per launch, the model, the best config's truth; returns its summary row."""
+    base = st.baseline()
+    launched = st.launched()
+    print(f"\n  {label}: {len(launched)} launches" + (f"; the study RAISED {st.error}" if st.error else ""))
+    print(f"    {'#':>2} {'trial':>5} {'source':<8} {'config (launch factor)':<42} {'state':<8} {'cap':>6} "
+          f"{'pred':>6} {'best/base':>9}")  # fmt: skip
+    for k, (t, best) in enumerate(zip(launched, st.best_so_far()), 1):
+        launch, perf = st.launch(t)  # type: ignore[misc]
+        pred = (t.user_attrs.get("predicted") or {}).get("capacity")
+        ratio = best / base if best is not None and base else None
+        config = f"{launch.label()} (x{perf:.3f})"
+        print(f"    {k:>2} {t.number:>5} {t.user_attrs.get('source', '?'):<8} {config:<42} {t.state.name:<8} "
+              f" {_fmt(st.capacity(t), '6.2f'):>6} {_fmt(pred, '6.2f'):>6} {_fmt(ratio):>9}")  # fmt: skip
+    reach = st.launches_to(RATIO)
+    print(f"    launches to {RATIO}x the baseline ({_fmt(base)} req/s): {reach if reach else 'not reached'}")
+    record = st.record
+    seed_trial = st.model_seed_trial()
+    if record is None:
+        print("    server model: no record")
+    else:
+        seed = record.get("seed")
+        evidence = "; ".join(
+            f"{e.get('field')} {e.get('action')}" + (f" to {e['to']:g}" if isinstance(e.get("to"), float) else "")
+            for e in record.get("evidence") or []
+        )
+        if seed and seed_trial is not None:
+            measured = st.capacity(seed_trial)
+            note = f" ({measured / seed['predicted']:.2f} of it)" if measured else ""
+            print(f"    server model: seed {seed.get('values')} predicted {seed['predicted']:.2f}, measured "
+                  f"{_fmt(measured)} ({seed_trial.state.name}){note}")  # fmt: skip
+        else:
+            keys = {k: v for k, v in record.items() if k not in ("model", "evidence")}
+            print(f"    server model: no seed trial; record {keys}")
+        bp, bm = record.get("baseline_predicted"), record.get("baseline_measured")
+        print(f"    server model: baseline predicted {_fmt(bp)} vs measured {_fmt(bm)}; evidence: {evidence or 'none'}")
+        pairs = [
+            (p, c)
+            for t in launched
+            if (p := (t.user_attrs.get("predicted") or {}).get("capacity")) is not None
+            and (c := st.capacity(t)) is not None
+        ]
+        if pairs:
+            err = [abs(p / c - 1) for p, c in pairs]
+            print(f"    predictions of completed trials: {len(pairs)}, mean |pred/cap - 1| = {sum(err) / len(err):.2f}")
+    best = st.best()
+    row: dict[str, Any] = {"label": label, "error": st.error, "reach": reach, "launches": len(launched)}
+    if best is None or base is None:
+        print("    no certified capacity")
+        return row
+    launch, perf = st.launch(best)  # type: ignore[misc]
+    cap = st.capacity(best)
+    nominal, own = truth_of(launch), truth_of(launch, perf)
+    verdict = "ok" if cap <= own * 1.05 else "ABOVE truth x 1.05"
+    print(
+        f"    best: trial {best.number} {launch.label()}: certified {cap:.2f} req/s = {cap / base:.2f}x the baseline;"
+    )
+    print(f"      long-run truth {own:.1f} for this launch (x{perf:.3f}), {nominal:.1f} nominal "
+          f"= {nominal / default_truth:.2f}x the defaults' truth, {nominal / best_truth:.2f} of the grid's best; "
+          f"certified / truth = {cap / own:.2f} ({verdict})")  # fmt: skip
+    row.update(ratio=cap / base, truth_ratio=nominal / default_truth, of_best=nominal / best_truth, cert=cap / own)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--no-workaround", action="store_true",
+                        help="do not rerun a crashed model-seeded study without mem_fraction_static")  # fmt: skip
+    args = parser.parse_args(argv)
+    started = time.time()
+    default_truth, best_launch, best_truth = landscape()
+    print(f"    ({time.time() - started:.0f} s)")
+    print(
+        f"\n(2) studies: {args.trials} trials, start rate 16 req/s, SLOs {', '.join(SLOS)}, no rules, no confirmation"
+    )
+    rows = []
+    no_mem = SPACE_YAML.replace("  mem_fraction_static: {float: [0.70, 0.88], step: 0.02}\n", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in args.seeds:
+            for model_seed in (True, False):
+                label = f"seed {seed}, model_seed={model_seed}"
+                st = run_study(
+                    seed, model_seed=model_seed, trials=args.trials, workdir=Path(tmp) / f"{seed}-{model_seed}"
+                )
+                rows.append(report_study(label, st, default_truth, best_truth))
+                if st.error and model_seed and not args.no_workaround:
+                    label += ", space without mem_fraction_static"
+                    st = run_study(
+                        seed, model_seed=True, trials=args.trials, workdir=Path(tmp) / f"{seed}-no-mem", space=no_mem
+                    )
+                    rows.append(report_study(label, st, default_truth, best_truth))
+    print(f"\n(3) summary (landscape: defaults {default_truth:.1f} req/s, best {best_launch.label()} "
+          f"{best_truth:.1f} = {best_truth / default_truth:.2f}x)")  # fmt: skip
+    print(f"    {'study':<62} {'launches':>8} {'best/base':>9} {'to ' + str(RATIO) + 'x':>7} {'truth/def':>9} "
+          f"{'of best':>7} {'cert/truth':>10}  error")  # fmt: skip
+    for r in rows:
+        print(f"    {r['label']:<62} {r['launches']:>8} {_fmt(r.get('ratio')):>9} {_fmt(r['reach'], 'd'):>7} "
+              f"{_fmt(r.get('truth_ratio')):>9} {_fmt(r.get('of_best')):>7} {_fmt(r.get('cert')):>10}  "
+              f"{r['error'] or ''}")  # fmt: skip
+    print(f"    ({time.time() - started:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -205,7 +205,8 @@ def enqueue_neighbour(setup: StudySetup, trials: list, budget: int) -> None:
     if values is not None:
         # fields the incumbent left to SGLang stay unset where the neighbour keeps their value, so
         # it differs from the incumbent's launch in one field, and a winner's preset sets only that
-        auto = sorted(n for n in incumbent.user_attrs.get("auto") or [] if values[n] == start[n])
+        # (a field the server model froze is in neither: it stays the incumbent's, left to SGLang)
+        auto = sorted(n for n in incumbent.user_attrs.get("auto") or [] if values.get(n) == start.get(n))
         setup.study.enqueue_trial(
             encode_params(setup.space, values),
             user_attrs={"source": "local", "local_of": incumbent.number, "auto": auto},

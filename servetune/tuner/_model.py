@@ -339,3 +339,29 @@ def scorer(setup: StudySetup, record: Mapping[str, Any] | None):
         return cache[key]
 
     return score
+
+
+VETO_SHARE = 0.5
+"""A sampled config the model predicts below this share of the incumbent's capacity is not launched ..."""
+VETO_TRUST = 0.15
+"""... once the model's own seed landed within this share of its prediction (the model has earned it)."""
+
+
+def veto(setup: StudySetup, predicted: float, incumbent: float | None, source: str) -> dict[str, Any] | None:
+    """Why not to launch a sampled config (None: launch it): the model predicts it far below the
+    incumbent, and the model's seed was measured within `VETO_TRUST` of its prediction. The seed
+    itself is always launched (it is the model's check)."""
+    if source == "model" or incumbent is None or predicted >= VETO_SHARE * incumbent:
+        return None
+    seeded = [t for t in setup.study.get_trials(deepcopy=False) if t.user_attrs.get("source") == "model" and t.values]
+    if not seeded:
+        return None
+    seed = seeded[0]
+    guess = (seed.user_attrs.get("predicted") or {}).get("capacity")
+    if not guess or abs(guess / seed.values[0] - 1.0) > VETO_TRUST:
+        return None
+    return {
+        "why": "predicted_below", "predicted": round(predicted, 4), "incumbent": round(incumbent, 4),
+        "note": f"the server model predicts {predicted:.4g} req/s, under {VETO_SHARE:.0%} of the incumbent's "
+                f"{incumbent:.4g}; its seed landed within {abs(guess / seed.values[0] - 1.0):.0%}: not launched",
+    }  # fmt: skip

@@ -58,7 +58,9 @@ def suggest(trial, space: ResolvedSpace, only: Iterable[str] | None = None) -> d
         if isinstance(d, IntDistribution):
             values[name] = trial.suggest_int(name, d.bounds[0], d.bounds[1], step=d.step, log=d.log)
         elif isinstance(d, FloatDistribution):
-            values[name] = trial.suggest_float(name, d.bounds[0], d.bounds[1], step=d.step, log=d.log)
+            value = trial.suggest_float(name, d.bounds[0], d.bounds[1], step=d.step, log=d.log)
+            # on a step grid, the grid's value (Optuna's arithmetic gives 0.8799999999999999 for 0.88)
+            values[name] = round(value, 10) if d.step else value
         elif (ordered := ordinal_values(d)) is not None:
             values[name] = ordered[trial.suggest_int(name, 0, len(ordered) - 1)]
         else:

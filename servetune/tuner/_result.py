@@ -172,6 +172,11 @@ def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None)
     pruned, capacity = t.user_attrs.get("pruned") or {}, t.user_attrs.get("capacity")
     if state == "PRUNED" and pruned.get("why") == "below_floor":
         note = (note + "; " if note else "") + f"below_floor: missed at the incumbent's {pruned['floor']:.4g} req/s"
+    if state == "PRUNED" and pruned.get("why") == "predicted_below":
+        note = (note + "; " if note else "") + (
+            f"not launched: predicted {pruned['predicted']:.4g} req/s, under half the incumbent's "
+            f"{pruned['incumbent']:.4g}"
+        )
     if capacity:
         note = (note + "; " if note else "") + f"{len(capacity.get('steps') or [])} steps"
     return TrialSummary(

@@ -57,14 +57,15 @@ def guard_record(guard, reference_rate: float) -> dict[str, Any]:
 
 def launches(trials: list, *, running: bool = True) -> int:
     """Trials that count towards `--trials`: launched ones (COMPLETE, PRUNED, config failures), and
-    RUNNING ones when `running`; a reused duplicate and a lost or interrupted launch do not count."""
+    RUNNING ones when `running`; a reused duplicate, a config the server model ruled out and a lost or
+    interrupted launch do not count."""
     from optuna.trial import TrialState
 
     used = 0
     for t in trials:
         if t.state == TrialState.RUNNING and running:
             used += 1
-        elif "duplicate_of" in t.user_attrs:
+        elif "duplicate_of" in t.user_attrs or t.user_attrs.get("not_launched"):
             continue
         elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
             t.state == TrialState.FAIL and _storage.is_config_failure(t)
@@ -148,6 +149,9 @@ class TrialDriver:
             predicted = _model.prediction(s, params)
             if predicted is not None:
                 trial.set_user_attr("predicted", predicted)
+                veto = _model.veto(s, predicted["capacity"], self.incumbent_value(), source)
+                if veto is not None:
+                    return self._not_launched(trial, veto)
         m = self._measure(trial, res, source, slot, trial_dir)
         floored = trial.user_attrs.get("floor") is not None
         trial.set_user_attr("timing", _rounded({**m.timing, **_search_split(m.capacity, floored)}))
@@ -273,6 +277,16 @@ class TrialDriver:
         if hasattr(trial, "set_constraint"):
             for slo, value in zip(self.s.slos, values):
                 trial.set_constraint(f"slo {slo}", value)
+
+    def _not_launched(self, trial, veto: dict[str, Any]) -> None:
+        """A config the server model rules out (`_model.veto`): PRUNED without a launch (it does not
+        count towards `--trials`), with the prediction and the incumbent it fell short of."""
+        from optuna.trial import TrialState
+
+        trial.set_user_attr("pruned", veto)
+        trial.set_user_attr("not_launched", True)
+        self.s.study.tell(trial, state=TrialState.PRUNED)
+        self.finished(trial.number)
 
     def fail(self, trial, failure: Failure) -> None:
         """Tell the study the trial failed, with its failure record."""
