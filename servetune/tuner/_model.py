@@ -120,33 +120,28 @@ def evidence(space: ResolvedSpace, model: ServerModel) -> list[dict[str, Any]]:
     bound = model.running_max >= model.limit(None) or model.queued
     for names, what in ((RUNNING, "running limit"), (GRAPH, "decode graph size")):
         name = field_of(space.params, names)
-        if not name:
-            continue
-        if bound:
-            out.append({
-                "field": name, "action": "kept",
-                "why": f"the baseline's running batch reached its limit ({model.running_max}) or requests queued: "
-                       f"a larger {what} may bind",
-            })  # fmt: skip
-            continue
-        dist = space.params[name].distribution
-        top = _top(dist)
-        if top is None or top <= cap:
-            continue
-        cut = _narrowed(dist, cap)
-        if cut is None:
-            out.append({
-                "field": name, "action": "kept",
-                "why": f"a {what} above {cap:.0f} cannot bind, but a choice list with `null` cannot be narrowed "
-                       f"in a study",
-            })  # fmt: skip
-            continue
-        out.append({
-            "field": name, "action": "narrowed", "to": cap, "from": top,
-            "why": f"the baseline never ran more than {model.running_max} requests at once: a {what} above "
-                   f"{cap:.0f} ({HEADROOM:g}x that) cannot bind",
-        })  # fmt: skip
+        change = _limit_change(space.params[name].distribution, what, model, bound, cap) if name else None
+        if change is not None:
+            out.append({"field": name, **change})
     return out
+
+
+def _limit_change(dist: Distribution, what: str, model: ServerModel, bound: bool, cap: float) -> dict[str, Any] | None:
+    """What the evidence does to a running-limit or graph-size dimension (None: nothing to say)."""
+    if bound:
+        return {"action": "kept", "why": f"the baseline's running batch reached its limit ({model.running_max}) or "
+                                        f"requests queued: a larger {what} may bind"}  # fmt: skip
+    top = _top(dist)
+    if top is None or top <= cap:
+        return None
+    if _narrowed(dist, cap) is None:
+        return {"action": "kept", "why": f"a {what} above {cap:.0f} cannot bind, but a choice list with `null` "
+                                        "cannot be narrowed in a study"}  # fmt: skip
+    return {
+        "action": "narrowed", "to": cap, "from": top,
+        "why": f"the baseline never ran more than {model.running_max} requests at once: a {what} above {cap:.0f} "
+               f"({HEADROOM:g}x that) cannot bind",
+    }  # fmt: skip
 
 
 def _top(dist: Distribution) -> float | None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.study_model import SPACE, WORKLOAD
 from servetune.errors import SpecError
 from servetune.testing.simulated import standin_runner
 from servetune.tuner import TuneOptions, Tuner
 from servetune.tuner._budget import parse_duration
 from servetune.tuner.events import BudgetSpent
-from tests.tuner.test_model_study import SPACE, WORKLOAD
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("1.5h", 5400.0)])

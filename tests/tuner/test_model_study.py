@@ -13,27 +13,9 @@ from __future__ import annotations
 import pytest
 from optuna.trial import TrialState
 
+from benchmarks.study_model import SPACE, WORKLOAD  # one space and workload for the test and the benchmark
 from servetune.testing.simulated import standin_runner
 from servetune.tuner import TuneOptions, Tuner
-
-SPACE = """\
-tune:
-  max_running_requests: {int: [8, 512], log: true}
-  cuda_graph_max_bs_decode: {choice: [16, 32, 64, 128, 256]}
-  chunked_prefill_size: {choice: [2048, 4096, 8192]}
-  prefill_decode_interval: {int: [0, 16], step: 4}
-  mem_fraction_static: {float: [0.70, 0.88], step: 0.02}
-"""
-WORKLOAD = """\
-name: standin-vlm
-summary: one unique image per request, 128 tokens in, 128 out
-kind: multimodal
-requests: 384
-max_concurrency: 64
-input_tokens: 128
-output_tokens: 128
-images: {per_request: 1, resolution: 720p, format: jpeg, reuse: unique}
-"""
 
 
 @pytest.fixture(scope="module")
