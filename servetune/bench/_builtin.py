@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from servetune import interrupts
 from servetune.bench._bodies import Bodies
 from servetune.bench._probe import auth_headers, base_url_of, calibrate_tokens_per_word, probe_server
 from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics, offered_ratio
@@ -123,7 +124,72 @@ async def run_builtin_async(
     """Run `workload` against `url` (see the module docstring); the asynchronous core. `api_key` is sent
     as `Authorization: Bearer` (default: `$OPENAI_API_KEY`). `judge` (a capacity step's
     `servetune.bench.verdict.StepJudge`) looks at every request sent, every `LOOK_S`, and ends the
-    run at its decision or at its `max_s`; its last verdict (`judge.last`) is the step's."""
+    run at its decision or at its `max_s`; its last verdict (`judge.last`) is the step's.
+
+    Raises:
+        servetune.interrupts.Interrupted: SIGINT or SIGTERM came (`servetune.interrupts`): every
+            request task was cancelled and awaited first; `.partial` holds the metrics of what
+            completed (also written to `run_dir`), None when the signal came before measuring.
+    """
+    metrics, signum = await _run_interruptible(
+        url, workload, requests=requests, model=model, run_dir=run_dir, on_progress=on_progress,
+        should_stop=should_stop, nonce=nonce, slos=slos, api_key=api_key, judge=judge,
+    )  # fmt: skip
+    if signum is not None:
+        interrupts.mark_delivered()
+        raise interrupts.Interrupted(signum, partial=metrics)
+    return metrics
+
+
+class _Wake:
+    """What a signal does to a running benchmark (`servetune.interrupts.on_interrupt`): from the signal
+    handler, wake its event loop, thread-safely; the loop then stops the measured run where it stands
+    (a `None` in its completion queue) or, before it, cancels the run's task."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+        self.loop, self.task = loop, task
+        self.queue: asyncio.Queue | None = None
+        self.main = threading.current_thread() is threading.main_thread()
+
+    def __call__(self, signum: int) -> bool:
+        self.loop.call_soon_threadsafe(self._wake)
+        return self.main  # a loop in the main thread raises `Interrupted` itself, once stopped
+
+    def _wake(self) -> None:
+        if self.queue is not None:
+            self.queue.put_nowait(None)
+        elif not self.task.done():
+            self.task.cancel()
+
+
+async def _run_interruptible(url: str, workload: Workload, **kwargs) -> tuple[Metrics | None, int | None]:
+    """(metrics, None), or (partial metrics or None, signal) when SIGINT or SIGTERM stopped the run."""
+    wake = _Wake(asyncio.get_running_loop(), asyncio.current_task())
+    with interrupts.on_interrupt(wake):
+        try:
+            metrics = await _run(url, workload, wake=wake, **kwargs)
+        except asyncio.CancelledError:
+            if interrupts.requested() is None:
+                raise
+            return None, interrupts.requested()
+    return metrics, interrupts.requested()
+
+
+async def _run(
+    url: str,
+    workload: Workload,
+    *,
+    requests: int,
+    model: str | None,
+    run_dir: Path | None,
+    on_progress: Callable[[int, int, Metrics], None] | None,
+    should_stop: Callable[[int, Metrics], bool] | None,
+    nonce: bytes | None,
+    slos: Sequence[LatencySlo],
+    api_key: str | None,
+    judge: StepJudge | None,
+    wake: _Wake,
+) -> Metrics:
     import httpx
 
     base = base_url_of(url)
@@ -150,6 +216,7 @@ async def run_builtin_async(
             for index in range(requests):
                 await queue.put(await loop.run_in_executor(executor, bodies.build, warmup + index, False))
 
+        producer: asyncio.Task | None = None
         try:
             warmup_t0 = time.perf_counter()
             if warmup:
@@ -160,11 +227,13 @@ async def run_builtin_async(
                 await asyncio.sleep(0.005)
             metrics = await _measure(
                 client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio, finished,
-                slos, judge, sent,
+                slos, judge, sent, wake,
             )  # fmt: skip
             metrics = metrics.model_copy(update={"warmup_s": round(warmup_s, 4)})
-            producer.cancel()
         finally:
+            if producer is not None:
+                producer.cancel()
+                await asyncio.gather(producer, return_exceptions=True)
             executor.shutdown(wait=False, cancel_futures=True)
     if run_dir is not None:
         (Path(run_dir) / "builtin_metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -253,14 +322,18 @@ async def _measure(
     slos: Sequence[LatencySlo] = (),
     judge: StepJudge | None = None,
     records: list[RequestRecord] | None = None,
+    wake: _Wake | None = None,
 ) -> Metrics:
     """The measured run; `finished` receives each request's record as it completes, `records` every
-    request sent (in arrival order)."""
+    request sent (in arrival order). A signal (`wake`) stops it as `should_stop` does: every request
+    task is cancelled and awaited before it returns the partial metrics."""
     rng = random.Random(workload.seed + 1)
     semaphore = asyncio.Semaphore(workload.max_concurrency) if workload.max_concurrency else None
     records = [] if records is None else records
-    done_event = asyncio.Queue()
-    tasks: list[asyncio.Task] = []
+    done_event: asyncio.Queue = asyncio.Queue()
+    if wake is not None:
+        wake.queue = done_event
+    tasks: set[asyncio.Task] = set()
     every = max(1, requests // 50)
     clock0 = time.perf_counter()
     started_at = time.time()
@@ -334,7 +407,9 @@ async def _measure(
                 start=time.perf_counter() - clock0,
             )  # fmt: skip
             records.append(record)
-            tasks.append(asyncio.create_task(one(record, body, expected)))
+            task = asyncio.create_task(one(record, body, expected))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
     sender = asyncio.create_task(send_all())
     stopped = False
@@ -353,44 +428,62 @@ async def _measure(
         rel = now - clock0
         return judge.done(judge.look(records, rel)) or (bool(records) and rel - records[0].arrival >= judge.max_s)
 
-    while count < requests:
-        try:
-            record = await asyncio.wait_for(done_event.get(), timeout=idle)
-        except asyncio.TimeoutError:
-            # no completion for a while: `should_stop` still gets a look (a runaway config's first
-            # wave may take minutes; its deadline must not wait for a completion)
-            if judged() or (should_stop is not None and should_stop(count, partial())):
+    try:
+        while count < requests:
+            if interrupts.requested() is not None:
                 stopped = True
                 break
-            continue
-        count += 1
-        finished.append(record)
-        last_end = (
-            max(last_end, clock0 + record.start + record.latency)
-            if record.success
-            else max(last_end, time.perf_counter())
-        )
-        if judged():
-            stopped = True
-            break
-        # every `every` completions, the last, and the end of the first wave (the pruner's first look)
-        if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
-            snapshot = partial()
-            if on_progress is not None:
-                on_progress(count, requests, snapshot)
-            if should_stop is not None and count < requests and should_stop(count, snapshot):
+            try:
+                record = await asyncio.wait_for(done_event.get(), timeout=idle)
+            except asyncio.TimeoutError:
+                # no completion for a while: `should_stop` still gets a look (a runaway config's first
+                # wave may take minutes; its deadline must not wait for a completion)
+                if judged() or (should_stop is not None and should_stop(count, partial())):
+                    stopped = True
+                    break
+                continue
+            except asyncio.CancelledError:
+                if interrupts.requested() is None:
+                    raise
                 stopped = True
                 break
-    if stopped:
+            if record is None:  # woken by a signal (`_Wake`)
+                stopped = True
+                break
+            count += 1
+            finished.append(record)
+            last_end = (
+                max(last_end, clock0 + record.start + record.latency)
+                if record.success
+                else max(last_end, time.perf_counter())
+            )
+            if judged():
+                stopped = True
+                break
+            # every `every` completions, the last, and the end of the first wave (the pruner's first look)
+            if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
+                snapshot = partial()
+                if on_progress is not None:
+                    on_progress(count, requests, snapshot)
+                if should_stop is not None and count < requests and should_stop(count, snapshot):
+                    stopped = True
+                    break
+        if not stopped:
+            await sender
+    finally:
+        # nothing this run started outlives it: every request task is cancelled and awaited here
         end = time.perf_counter()
         sender.cancel()
-        for task in tasks:
+        pending = list(tasks)
+        for task in pending:
             task.cancel()
-        await asyncio.gather(sender, *tasks, return_exceptions=True)
+        await asyncio.gather(sender, *pending, return_exceptions=True)
+        if wake is not None:
+            wake.queue = None
+    if stopped:
         if judge is not None:
             judge.close(records, end - clock0)
         return partial(stopped=True)
-    await sender
     if judge is not None:
         judge.close(records, time.perf_counter() - clock0)
     metrics = partial(end=last_end)
@@ -403,22 +496,32 @@ async def _measure(
 
 
 def run_builtin(url: str, workload: Workload, **kwargs) -> Metrics:
-    """Synchronous wrapper of `run_builtin_async`; works from inside a running event loop too."""
+    """Synchronous wrapper of `run_builtin_async`; works from inside a running event loop too.
+    `Interrupted` is raised here, after the event loop has ended, never from inside it."""
+
+    def run() -> tuple[Metrics | None, int | None]:
+        return asyncio.run(_run_interruptible(url, workload, **kwargs))
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(run_builtin_async(url, workload, **kwargs))
-    result: dict[str, Any] = {}
+        metrics, signum = run()
+    else:
+        result: dict[str, Any] = {}
 
-    def target() -> None:
-        try:
-            result["value"] = asyncio.run(run_builtin_async(url, workload, **kwargs))
-        except BaseException as exc:
-            result["error"] = exc
+        def target() -> None:
+            try:
+                result["value"] = run()
+            except BaseException as exc:
+                result["error"] = exc
 
-    thread = threading.Thread(target=target, name="servetune-bench")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
+        thread = threading.Thread(target=target, name="servetune-bench")
+        thread.start()
+        thread.join()
+        if "error" in result:
+            raise result["error"]
+        metrics, signum = result["value"]
+    if signum is not None:
+        interrupts.mark_delivered()
+        raise interrupts.Interrupted(signum, partial=metrics)
+    return metrics

@@ -269,16 +269,8 @@ def tune(
     try:
         with progress:
             result = tuner.run()
-    except KeyboardInterrupt:
-        setup = tuner.setup
-        name = setup.study_name if setup is not None else "?"
-        print(f"interrupted; resume with the same command (study {name!r})", file=sys.stderr)
-        if setup is not None:
-            print(
-                f"the trials so far: servetune tune report --storage {shlex.quote(_redact(setup.storage_url))} "
-                f"--study {shlex.quote(name)}" + (" --json" if as_json else ""),
-                file=sys.stderr,
-            )
+    except KeyboardInterrupt as exc:
+        _interrupted(exc, tuner.setup, as_json)
         raise
     if out is not None:
         path = write_preset(result, out)
@@ -332,6 +324,41 @@ def report(
         written = write_plots(study_obj, result, out_dir)
         for path in written:
             print(f"wrote {path}", file=sys.stderr)
+
+
+def _interrupted(exc: BaseException, setup, as_json: bool) -> None:
+    """The one line (the study, how to resume it, how to read it), and `interrupted.json` in the
+    study's directory: the trials finished so far, the running one failed as `interrupted` and queued again."""
+    from servetune.cli._interrupt import report_interrupt
+
+    if setup is None:
+        report_interrupt(exc, "tune stopped before its study was opened", "run the same command again")
+        return
+    from servetune.interrupts import record
+    from servetune.launch import write_json
+
+    name = setup.study_name
+    try:
+        finished = sum(
+            t.state.is_finished() and (t.user_attrs.get("failure") or {}).get("class") != "interrupted"
+            for t in setup.study.get_trials(deepcopy=False)
+        )
+    except Exception:  # a study that cannot be read now is reported without its count
+        finished = None
+    report_cmd = (
+        f"servetune tune report --storage {shlex.quote(_redact(setup.storage_url))} --study {shlex.quote(name)}"
+        + (" --json" if as_json else "")
+    )
+    if Path(setup.run_dir).is_dir():
+        data = {"interrupted": record(exc, "tune"), "study": name, "storage": _redact(setup.storage_url),
+                "trials_finished": finished, "report": report_cmd}  # fmt: skip
+        write_json(Path(setup.run_dir), "interrupted.json", data)
+    count = f"{finished} trial(s) finished" if finished is not None else "the trials so far kept"
+    report_interrupt(
+        exc,
+        f"tune stopped ({count} in study {name!r}; the running trial is queued again)",
+        f"resume with the same command; read it with: {report_cmd}",
+    )
 
 
 def _redact(url: str) -> str:

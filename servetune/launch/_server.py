@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from servetune import interrupts
 from servetune.errors import LaunchError
 from servetune.launch import _registry
 from servetune.launch._diff import ServerInfoDiff, diff_server_info
@@ -234,10 +235,13 @@ class ServerHandle:
         Only our own group is signalled (and descendants that left it, which we started);
         never a process found by name or by port.
 
+        A first SIGINT/SIGTERM does not break into it (`servetune.interrupts.shielded`); a second
+        one SIGKILLs the group at once.
+
         Returns:
             The server's exit status.
         """
-        with self._stop_lock:
+        with interrupts.shielded(deliver=False), self._stop_lock:
             if self._stopped:
                 return self.proc.returncode
             t0 = time.monotonic()
