@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from servetune import interrupts
+from servetune.errors import LaunchError
 from servetune.launch._options import LaunchOptions
 from servetune.launch._rundir import (
     default_run_dir,
@@ -73,8 +74,10 @@ def shell_line(prefix: Sequence[str], argv: Sequence[str], env: dict[str, str]) 
 
 def run_foreground(res: Any, options: LaunchOptions, *, follow_log: bool = True) -> None:
     """Serve `res` (a `Resolution`) until SIGINT or SIGTERM (`servetune.interrupts.Interrupted`, exit 130
-    or 143; `result.json` records `interrupted`) or until the server dies (a classified `LaunchError`,
-    exit 1); the server is stopped either way (a second signal kills its group at once).
+    or 143; `result.json` records `interrupted`), until the server is stopped from outside (`servetune
+    stop`, a user's SIGTERM to it: a normal return, exit 0, `result.json` says `stopped`) or until it
+    dies (a classified `LaunchError`, exit 1); the server is stopped either way (a second signal kills
+    its group at once).
 
     Args:
         res: The resolution (`Context.resolve()`): argv, env, requested fields, facts, config.
@@ -94,6 +97,7 @@ def run_foreground(res: Any, options: LaunchOptions, *, follow_log: bool = True)
     follower = LogFollower(run_dir / "server.log", sys.stdout, prefix="[server] ").start() if follow_log else None
     handle: ServerHandle | None = None
     started = time.monotonic()
+    outside = False
     try:
         handle = start_server(argv, env, requested, options)
         print(f"ready: {handle.url} (pid {handle.pid}, started in {handle.startup_s:.1f} s)", flush=True)
@@ -102,6 +106,14 @@ def run_foreground(res: Any, options: LaunchOptions, *, follow_log: bool = True)
         while True:
             handle.check_alive()
             time.sleep(0.5)
+    except LaunchError as exc:
+        if exc.failure != "stopped":
+            raise
+        outside = True
+        print(f"{exc.message}; log: {run_dir / 'server.log'}", file=sys.stderr, flush=True)
+        write_json(run_dir, "result.json", {"ended": "stopped", "message": exc.message, "exit_code": exc.exit_code,
+                                            "served_s": round(time.monotonic() - started, 3)})  # fmt: skip
+        return
     except KeyboardInterrupt as exc:
         name = interrupts.signal_name(getattr(exc, "signum", signal.SIGINT))
         print(
@@ -118,6 +130,9 @@ def run_foreground(res: Any, options: LaunchOptions, *, follow_log: bool = True)
     finally:
         if handle is not None:
             handle.stop()
-            print(f"server stopped ({handle.stop_s or 0:.1f} s); log: {handle.log_path}", file=sys.stderr, flush=True)
+            if not outside:
+                print(
+                    f"server stopped ({handle.stop_s or 0:.1f} s); log: {handle.log_path}", file=sys.stderr, flush=True
+                )
         if follower is not None:
             follower.stop()

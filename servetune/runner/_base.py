@@ -54,7 +54,8 @@ class Failure(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     cls: str
-    """oom, crash, startup_timeout, port_in_use, bad_command, wrong_server, bench_error, error, too_slow."""
+    """oom, crash, startup_timeout, port_in_use, bad_command, wrong_server, bench_error, error, too_slow,
+    stopped (told to stop from outside: `servetune stop`, a user's SIGTERM)."""
     message: str = ""
     """What went wrong and what to do."""
     stage: str | None = None
@@ -183,7 +184,8 @@ class BaseServer(ABC):
         return None
 
     def classify_exit(self, code: int) -> str:
-        """The failure class of an exit during the benchmark (`oom` under load, else `crash`)."""
+        """The failure class of an exit during the benchmark (`oom` under load, `stopped` when told to
+        stop from outside, else `crash`)."""
         return "crash"
 
     def __enter__(self) -> BaseServer:
@@ -362,7 +364,7 @@ class BaseRunner(ABC):
             code = server.wait_exit(BENCH_ERROR_EXIT_GRACE_S)
         if code is not None:
             cls = server.classify_exit(code)
-            what = "ran out of memory under load" if cls == "oom" else "died"
+            what = {"oom": "ran out of memory under load", "stopped": "was stopped from outside"}.get(cls, "died")
             message = f"the server {what} during the benchmark (exit status {code})"
             return metrics, Failure(cls=cls, stage="bench", message=message, log_tail=server.log_tail(), exit_code=code)
         if bench_error is not None:

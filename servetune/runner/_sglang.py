@@ -127,6 +127,8 @@ class SglangServer(BaseServer):
     def classify_exit(self, code: int) -> str:
         from servetune.launch import classify_failure, read_tail
 
+        if self.handle.stopped_by() is not None:
+            return "stopped"
         return classify_failure(code, read_tail(self.handle.log_path, 400))
 
 

@@ -22,7 +22,7 @@ HEARTBEAT_S = 5
 GRACE_S = 30
 MAX_RETRY = 2
 # failure classes that say nothing about the config: not deduplicated, retried when lost
-NOT_CONFIG_FAILURES = frozenset({"worker_lost", "interrupted", "port_in_use"})
+NOT_CONFIG_FAILURES = frozenset({"worker_lost", "interrupted", "port_in_use", "stopped"})
 
 
 def redact_url(url: str) -> str:
