@@ -22,7 +22,6 @@ the image tokens (the client's own estimate, flagged `input_tokens_source: clien
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import threading
@@ -243,6 +242,10 @@ async def _run(
 
 IDLE_CHECK_S = 1.0
 """While no request completes, `should_stop` is still asked this often (seconds)."""
+PROGRESS_S = 1.0
+"""`on_progress` is called at least this often (seconds) while requests complete, with no metrics
+(None) between its snapshots (every 1/50 of the run): a long run shows progress without the cost of
+computing metrics over every finished request each time."""
 LOOK_S = 0.5
 """A step's judge looks at most this often (seconds): often enough to stop within a second of a
 decision, seldom enough that judging a few thousand records does not slow the send loop."""
@@ -291,16 +294,22 @@ def load_requests(path: Path) -> list[RequestRecord]:
 
 
 async def _warmup(client, bodies: Bodies, count: int, concurrency, timeout: float, loop, executor) -> None:
-    built = await asyncio.gather(*(loop.run_in_executor(executor, bodies.build, index, True) for index in range(count)))
-    semaphore = asyncio.Semaphore(min(count, concurrency or count))
-    records = [RequestRecord() for _ in built]
+    """`count` warm-up requests, at most `concurrency` at once (1024 when unbounded, the connection
+    limit); each body is built just before it is sent, so none waits in memory."""
+    records = [RequestRecord() for _ in range(min(count, 64))]  # the first ones' errors, for the message
+    indexes = iter(range(count))
+    succeeded = 0
 
-    async def one(item, record):
-        async with semaphore:
-            await _send(client, item[0], record, item[2], timeout, time.perf_counter())
+    async def worker() -> None:
+        nonlocal succeeded
+        for index in indexes:
+            body, _, expected, _ = await loop.run_in_executor(executor, bodies.build, index, True)
+            record = records[index] if index < len(records) else RequestRecord()
+            await _send(client, body, record, expected, timeout, time.perf_counter())
+            succeeded += record.success
 
-    await asyncio.gather(*(one(item, record) for item, record in zip(built, records)))
-    if not any(record.success for record in records):
+    await asyncio.gather(*(worker() for _ in range(min(count, concurrency or 1024))))
+    if not succeeded:
         raise BenchError(
             f"all {count} warmup requests failed: {records[0].error}",
             help="check the model id (--model) and that the server accepts this workload (images need a VLM)",
@@ -377,14 +386,16 @@ async def _measure(
         )
 
     async def one(record: RequestRecord, body: bytes, expected: int) -> None:
+        """One request, past the concurrency gate (`send_all` took its slot)."""
         nonlocal sent, all_sent_at
         try:
-            async with semaphore or contextlib.nullcontext():
-                sent += 1
-                if sent == requests:
-                    all_sent_at = time.perf_counter()
-                await _send(client, body, record, expected, workload.request_timeout_s, clock0)
+            sent += 1
+            if sent == requests:
+                all_sent_at = time.perf_counter()
+            await _send(client, body, record, expected, workload.request_timeout_s, clock0)
         finally:
+            if semaphore is not None:
+                semaphore.release()
             if record.success or record.error:
                 record.finished = True
                 done_event.put_nowait(record)
@@ -407,6 +418,10 @@ async def _measure(
                 start=time.perf_counter() - clock0,
             )  # fmt: skip
             records.append(record)
+            if semaphore is not None:
+                # the gate is taken here, not in the task: no task (and no body) waits for a slot, so
+                # what is held does not grow with the requests still to send
+                await semaphore.acquire()
             task = asyncio.create_task(one(record, body, expected))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
@@ -417,6 +432,15 @@ async def _measure(
     count = 0
     idle = min(IDLE_CHECK_S, LOOK_S) if judge is not None else IDLE_CHECK_S
     looked = clock0
+    progressed = clock0
+
+    def tick() -> None:
+        """A time tick of `on_progress` (no metrics) when the last call is `PROGRESS_S` old."""
+        nonlocal progressed
+        now = time.perf_counter()
+        if on_progress is not None and now - progressed >= PROGRESS_S:
+            progressed = now
+            on_progress(count, requests, None)
 
     def judged() -> bool:
         """Whether the step's judge has decided (or its time is up); looks at most every `LOOK_S`."""
@@ -441,6 +465,7 @@ async def _measure(
                 if judged() or (should_stop is not None and should_stop(count, partial())):
                     stopped = True
                     break
+                tick()
                 continue
             except asyncio.CancelledError:
                 if interrupts.requested() is None:
@@ -464,10 +489,13 @@ async def _measure(
             if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
                 snapshot = partial()
                 if on_progress is not None:
+                    progressed = time.perf_counter()
                     on_progress(count, requests, snapshot)
                 if should_stop is not None and count < requests and should_stop(count, snapshot):
                     stopped = True
                     break
+            else:
+                tick()
         if not stopped:
             await sender
     finally:

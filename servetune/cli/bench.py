@@ -18,6 +18,7 @@ from servetune.cli._options import (
     check_url,
     resolve_options,
 )
+from servetune.limits import MAX_REQUESTS
 
 _SERVER = "Server"
 _WORKLOAD = "Workload"
@@ -65,7 +66,9 @@ def bench_command(
             "--requests",
             "-n",
             min=1,
-            help="Measured requests (overrides the workload's count; runs of different length are not comparable).",
+            max=MAX_REQUESTS,
+            help="Measured requests (overrides the workload's count; runs of different length are not comparable); "
+            f"at most {MAX_REQUESTS:,}.",
             rich_help_panel=_WORKLOAD,
         ),
     ] = None,

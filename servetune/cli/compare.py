@@ -16,6 +16,7 @@ from servetune.cli._options import (
     capacity_options,
     resolve_options,
 )
+from servetune.limits import MAX_REQUESTS
 
 _SIDES = "Configs A and B"
 _MEASURE = "Measurement"
@@ -83,7 +84,13 @@ def compare_command(
     ] = None,
     requests: Annotated[
         Optional[int],
-        typer.Option("--requests", min=1, help="Measured requests per throughput run.", rich_help_panel=_MEASURE),
+        typer.Option(
+            "--requests",
+            min=1,
+            max=MAX_REQUESTS,
+            help=f"Measured requests per throughput run (at most {MAX_REQUESTS:,}).",
+            rich_help_panel=_MEASURE,
+        ),
     ] = None,
     sglang_cmd: SglangCmdOpt = None,
     client: ClientOpt = "auto",

@@ -23,6 +23,7 @@ from servetune.cli._options import (
     parse_gpu_ids,
     resolve_options,
 )
+from servetune.limits import MAX_REQUESTS
 
 _SEARCH = "Search"
 _STUDY = "Study and storage"
@@ -193,7 +194,10 @@ def tune(
         Optional[int],
         typer.Option(
             "--requests",
-            help="Measured requests per trial (default: the workload's tune_requests, else its requests).",
+            min=1,
+            max=MAX_REQUESTS,
+            help="Measured requests per trial (default: the workload's tune_requests, else its requests); "
+            f"at most {MAX_REQUESTS:,}.",
             rich_help_panel=_RUN,
         ),
     ] = None,

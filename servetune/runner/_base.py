@@ -45,7 +45,8 @@ __all__ = [
 ShouldStop = Callable[[int, Any], bool]
 """`should_stop(done, partial_metrics) -> bool`: True ends the benchmark early (pruning, Ctrl-C)."""
 OnProgress = Callable[[int, int, Any], None]
-"""`on_progress(done, total, partial_metrics)`: called as requests complete."""
+"""`on_progress(done, total, partial_metrics)`: called as requests complete (every 1/50 of the run with
+the partial metrics, and at least every second in between with None)."""
 
 
 class Failure(BaseModel):
