@@ -297,6 +297,10 @@ def _capacity(
     from servetune.launch import default_run_dir
 
     on_step = None if run.as_json else print_step
+    if url is None:
+        from servetune.launch import LaunchOptions, check_launch
+
+        check_launch(LaunchOptions(sglang_cmd=run.sglang_cmd))  # a launch that cannot start makes no run directory
     run_dir = Path(run.run_dir or default_run_dir("soak" if rate else "capacity"))
     try:
         cap, soak, result, extra = _capacity_measure(run, opts, url, model, search, rate, server_log, run_dir, on_step)

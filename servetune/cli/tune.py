@@ -223,6 +223,9 @@ def tune(
         check_output_dir(run_dir, "--run-dir")
     if out is not None:
         check_output_file(out, "--out")
+    from servetune.launch import LaunchOptions, check_launch
+
+    check_launch(LaunchOptions(**({"sglang_cmd": sglang_cmd} if sglang_cmd else {})))  # before any directory
     from servetune.tuner.progress import TuneProgress
 
     options = TuneOptions(
