@@ -289,6 +289,7 @@ def _capacity(
         NO_PLOT,
         capacity_json,
         capacity_plots,
+        plots_available,
         print_capacity,
         print_step,
         soak_line,
@@ -321,6 +322,8 @@ def _capacity(
         plots = capacity_plots(cap, run_dir)
     else:
         plots = [p for p in [soak_plot(soak, [str(x) for x in run.slos], run_dir / "soak.png")] if p is not None]
+    if not plots_available():  # said once, on stderr beside JSON
+        typer.echo(f"note         {NO_PLOT}", err=run.as_json)
     if run.as_json:
         if cap is not None:
             typer.echo(json.dumps(capacity_json(cap, run_dir, plots, extra), indent=2))
@@ -335,8 +338,6 @@ def _capacity(
         for plot in plots:
             typer.echo(f"plot         {plot}")
         typer.echo(f"files        {run_dir}")
-    if not plots:
-        typer.echo(f"note         {NO_PLOT}")
     if result is not None:
         typer.echo(_server_line(result.timings, result.run_dir))
 

@@ -299,7 +299,12 @@ def report(
         Optional[str], typer.Option("--study", help="Study name (optional when the storage holds one study).")
     ] = None,
     out_dir: Annotated[
-        Optional[Path], typer.Option("--out-dir", help="Write plots (HTML; PNG with matplotlib) and summary.json here.")
+        Optional[Path],
+        typer.Option(
+            "--out-dir",
+            help="Write summary.json and plots here: HTML with its JavaScript embedded (plotly) and PNG "
+            "(matplotlib); pip install 'servetune[report]' for them.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     preset_out: Annotated[
@@ -331,6 +336,9 @@ def report(
         written = write_plots(study_obj, result, out_dir)
         for path in written:
             print(f"wrote {path}", file=sys.stderr)
+        missing = _missing_plot_libraries()
+        if missing:
+            print(f"note: no {missing}: pip install 'servetune[report]'", file=sys.stderr)
 
 
 def _interrupted(exc: BaseException, setup, as_json: bool) -> None:
@@ -366,6 +374,18 @@ def _interrupted(exc: BaseException, setup, as_json: bool) -> None:
         f"tune stopped ({count} in study {name!r}; the running trial is queued again)",
         f"resume with the same command; read it with: {report_cmd}",
     )
+
+
+def _missing_plot_libraries() -> str:
+    """`PNG plots (they need matplotlib)` and/or `HTML plots (they need plotly)`, for what is not installed."""
+    import importlib.util
+
+    missing = [
+        f"{kind} plots (they need {lib})"
+        for kind, lib in (("PNG", "matplotlib"), ("HTML", "plotly"))
+        if importlib.util.find_spec(lib) is None
+    ]
+    return " and no ".join(missing)
 
 
 def _redact(url: str) -> str:

@@ -179,7 +179,8 @@ def trial_time_line(tt: dict[str, Any] | None) -> str:
 
 
 def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:
-    """HTML (plotly) and PNG (matplotlib) plots plus summary.json; skips what is not installed."""
+    """HTML (plotly, its JavaScript embedded: the file works offline) and PNG (matplotlib) plots plus
+    summary.json; skips what is not installed (`servetune tune report` says so)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json"]
@@ -208,7 +209,7 @@ def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:
             try:
                 fig = getattr(optuna.visualization, func)(study, **kwargs)
                 path = out / f"{fname}.html"
-                fig.write_html(str(path), include_plotlyjs="cdn")
+                fig.write_html(str(path), include_plotlyjs=True)  # embedded: GPU nodes are often offline
                 written.append(path)
             except (ImportError, ValueError, RuntimeError, TypeError, ZeroDivisionError):
                 pass
