@@ -8,7 +8,8 @@ the file and line. Anchors and aliases stay allowed (the shipped rules use them)
 counts as the whole value it repeats, so a few lines of nested aliases ("billion laughs", which
 would grow to gigabytes) stop at the alias that crosses the limit. Only `yaml.safe_load` semantics:
 the text is composed by the safe loader (keeping every node's position) and constructed by its
-safe constructor, so Python tags (`!!python/object`) are refused.
+safe constructor, so Python tags (`!!python/object`) are refused. A key written twice in one
+mapping, which YAML loaders resolve silently by keeping the last, is an error naming both lines.
 """
 
 from __future__ import annotations
@@ -65,8 +66,13 @@ class Spans(dict):
 
 def _walk(node: yaml.Node, path: KeyPath, spans: Spans, filename: str) -> None:
     if isinstance(node, yaml.MappingNode):
+        seen: dict[tuple[str, Any], yaml.Node] = {}
         for key_node, value_node in node.value:
             key = key_node.value
+            if isinstance(key_node, yaml.ScalarNode) and key != "<<":
+                first = seen.setdefault((key_node.tag, key), key_node)
+                if first is not key_node:
+                    raise _duplicate_key(filename, path, key, first, key_node)
             spans[path + (key,)] = SourceLocation(
                 filename, key_node.start_mark.line + 1, key_node.start_mark.column + 1
             )
@@ -75,6 +81,17 @@ def _walk(node: yaml.Node, path: KeyPath, spans: Spans, filename: str) -> None:
         for index, item in enumerate(node.value):
             spans[path + (index,)] = SourceLocation(filename, item.start_mark.line + 1, item.start_mark.column + 1)
             _walk(item, path + (index,), spans, filename)
+
+
+def _duplicate_key(filename: str, path: KeyPath, key: Any, first: yaml.Node, second: yaml.Node) -> SpecError:
+    line1, line2 = first.start_mark.line + 1, second.start_mark.line + 1
+    return SpecError(
+        f"duplicate key '{key}': line {line1} and line {line2} both set it",
+        location=SourceLocation(filename, line2, second.start_mark.column + 1),
+        key_path=format_key_path(path + (key,)),
+        help=f"keep one of them (YAML parsers keep the last one silently; servetune refuses), "
+        f"first at {filename}:{line1}:{first.start_mark.column + 1}",
+    )
 
 
 def display_path(path: str | Path) -> str:
@@ -186,7 +203,8 @@ def load_yaml_with_spans(
 
     Raises:
         SpecError: On a missing or unreadable file, input over a limit (aliases expanded), a syntax
-            error or an unsafe tag, with file:line:col and a hint.
+            error, an unsafe tag or a key written twice in one mapping (both lines named), with
+            file:line:col and a hint.
     """
     filename = str(source)
     if text is None:

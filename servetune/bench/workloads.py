@@ -108,6 +108,13 @@ def load_workload_file(path: Path) -> Workload:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise spec_error_from_validation(exc, data, spans, path, model=Workload, what="workload") from None
+    from servetune.catalog.ranges import distribution_problem
+
+    for key, dist in workload.tune.items():
+        problem = distribution_problem(key, dist)
+        if problem is not None:
+            where = spans.nearest(("tune", key), SourceLocation(str(path)))
+            raise SpecError(problem, location=where, key_path=f"tune.{key}", help="narrow the range")
     return with_trace(workload, path.parent) if workload.trace is not None else workload
 
 
