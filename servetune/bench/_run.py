@@ -84,7 +84,10 @@ def run_benchmark(
         )
     if run_dir is not None:
         run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}") from None
         (run_dir / "workload.json").write_text(workload.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if chosen == "sglang":
         import tempfile

@@ -138,6 +138,10 @@ def _invoke(app: typer.Typer, argv: list[str]) -> int:
         return 0
     except StdoutWriteError as exc:
         return _stdout_error(exc)
+    except OSError as exc:  # the machine, not servetune: a path or device that failed under us
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"error[os]: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     except Exception:
         return _bug()
     if interrupts.requested() is not None:  # typer turns an interrupt into an exit status of 130

@@ -16,6 +16,7 @@ from servetune.errors import LaunchError
 from servetune.launch._options import LaunchOptions
 from servetune.launch._rundir import (
     default_run_dir,
+    make_dir,
     redact_argv,
     redact_env,
     write_facts,
@@ -87,7 +88,7 @@ def run_foreground(res: Any, options: LaunchOptions, *, follow_log: bool = True)
     argv, env, requested = list(res.argv()), dict(res.env()), dict(res.requested())
     check_launch(options)
     run_dir = Path(options.run_dir) if options.run_dir else default_run_dir("launch")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(run_dir)
     write_facts(run_dir, getattr(res, "facts", {}))
     write_resolved(run_dir, res)
     options = options.model_copy(update={"run_dir": run_dir})

@@ -37,6 +37,7 @@ from servetune.launch._record import SERVER_ID_ENV, new_server_id, read_stop_req
 from servetune.launch._rundir import (
     RedactedLog,
     default_run_dir,
+    make_dir,
     write_argv,
     write_env,
     write_json,
@@ -371,7 +372,7 @@ def start_server(
     reservation, port = reserve_launch_port(options.host, options.port)
     try:
         run_dir = Path(options.run_dir) if options.run_dir else default_run_dir("launch")
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(run_dir)
     except BaseException:
         reservation.release()
         raise

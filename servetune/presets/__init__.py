@@ -28,7 +28,7 @@ def preset_files() -> dict[str, Path]:
 
 def _path_for(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml", ".json") or path.exists() or "/" in str(name_or_path):
+    if path.suffix in (".yaml", ".yml", ".json") or path.exists() or path.is_symlink() or "/" in str(name_or_path):
         return path
     shipped = preset_files()
     if str(name_or_path) in shipped:

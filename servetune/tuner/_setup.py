@@ -184,7 +184,11 @@ def _make_dirs(path: Path) -> list[Path]:
         if folder.exists():
             break
         made.append(folder)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _remove_empty(made)
+        raise SpecError(f"cannot create the study directory {path}: {exc.strerror or exc}") from None
     return made
 
 
