@@ -166,7 +166,10 @@ def bench_command(
     as_json: Annotated[
         bool,
         typer.Option(
-            "--json", help="Print the metrics as JSON (request_throughput at the top level).", rich_help_panel=_OUTPUT
+            "--json",
+            help="Print JSON on stdout: with --url the metrics (request_throughput at the top level); for a managed "
+            "run {metrics, run_dir, timings}; with --capacity or --soak-seconds {capacity or soak, run_dir, plots}.",
+            rich_help_panel=_OUTPUT,
         ),
     ] = False,
 ) -> None:
