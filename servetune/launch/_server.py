@@ -206,6 +206,9 @@ class ServerHandle:
         deadline = started + timeout_s
         delay = 0.01
         while True:
+            signum = interrupts.requested()
+            if signum is not None:  # a worker thread's start-up: the main thread was told already
+                raise interrupts.Interrupted(signum)
             code = self.proc.poll()
             if code is not None:
                 raise self._exit_error("the server exited during start-up", code)

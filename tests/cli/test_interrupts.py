@@ -259,3 +259,26 @@ def test_a_signal_outside_any_benchmark_raises_interrupted_once_and_restores_the
         assert caught.value.exit_code == 143 and caught.value.signum == signal.SIGTERM
         interrupts.check()  # delivered once: nothing more is raised
     assert signal.getsignal(signal.SIGTERM) is before and interrupts.requested() is None
+
+
+def test_an_interrupted_study_with_two_slots_leaves_no_trial_running(tmp_path):
+    """tune --gpus 0,1 (two slot threads): SIGINT while both trials measure fails both as `interrupted`
+    with retries queued and leaves none RUNNING (a signal inside Thread.join once let the process exit
+    under a live slot thread)."""
+    import optuna
+
+    run_dir = tmp_path / "study"
+    args = ["tune", "-m", "qwen3-8b", "--gpu", "h200:2", "-w", "text-chat", "--trials", "6", "--requests", "200",
+            "--gpus", "0,1", "--sglang-cmd", STANDIN, "--run-dir", str(run_dir), "--study", "s2",
+            "--confirm", "0"]  # fmt: skip
+    proc = _spawn(args, tmp_path)
+    both = (run_dir / "trial-0000" / "server.log", run_dir / "trial-0001" / "server.log")
+    _wait_for(lambda: all(_prefills(log) >= 10 for log in both), "both slots' benchmarks", proc)
+    _send(proc, signal.SIGINT, True)
+    _finish(proc, tmp_path, signal.SIGINT)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name="s2", storage=f"sqlite:///{run_dir / 'study.db'}")
+    states = {t.number: t.state.name for t in study.trials}
+    assert "RUNNING" not in states.values(), states
+    interrupted = [t for t in study.trials if (t.user_attrs.get("failure") or {}).get("class") == "interrupted"]
+    assert interrupted and "WAITING" in states.values(), states
