@@ -14,6 +14,7 @@ every trial, baseline and confirmation run from it.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -240,7 +241,7 @@ class Context:
         """
         from servetune.catalog import available_versions, default_version, load_catalog
         from servetune.modelinfo import load_model_facts
-        from servetune.presets import load_preset
+        from servetune.presets import load_preset, made_for_mismatch
         from servetune.rules.engine import LayerInput
         from servetune.rules.loader import load_rules
 
@@ -272,11 +273,20 @@ class Context:
                 version=version, default_cuda_graph_max_bs_decode=max_bs, default_chunked_prefill_size=chunk
             ),
         )
-        rules = load_rules(list(rules_files), catalogs=[load_catalog(v) for v in available_versions()])
+        catalogs = [load_catalog(v) for v in available_versions()]
+        rules = load_rules(list(rules_files), catalogs=catalogs)
         preset_obj: Preset | None = None
         preset_layer = None
         if preset is not None:
-            preset_obj, _, locations = load_preset(preset)
+            preset_obj, _, locations = load_preset(preset, catalogs=catalogs)
+            mismatch = made_for_mismatch(
+                preset_obj,
+                models=[str(model), model_facts.name, model_facts.path],
+                gpu=profile.gpu.name,
+                sglang_version=version,
+            )
+            if mismatch is not None:
+                logging.getLogger("servetune.presets").warning(mismatch)
             preset_layer = LayerInput(
                 "preset", preset_obj.name, preset_obj.set, locations, preset_obj.summary, strict=False
             )
@@ -320,6 +330,7 @@ class Context:
             )
         rules_on = self.use_rules if use_rules is None else use_rules
         config = resolve(self.facts, self.rules, self.catalog, layers, use_rules=rules_on)
+        check_gpu_fit(config, self.facts)
         # the one side effect: a secret a preset or rule decided is hidden from every writer from now on
         _register_secrets(self.catalog, config.values())
         return Resolution(
@@ -330,3 +341,47 @@ class Context:
             preset=self.preset,
             rules=self.rules,
         )
+
+
+def check_gpu_fit(config: ResolvedConfig, facts: Facts) -> None:
+    """The parallel layout must fit the GPUs: tp_size x pp_size (x dp_size, unless DP attention puts
+    the replicas on the tensor-parallel GPUs) at most the node's GPUs x nnodes.
+
+    Raises:
+        RequireViolation: A tuner trial asked for more (such a config is never launched).
+        SpecError: A pin, preset or rule did, naming each value, where it was decided, and the GPUs.
+    """
+    from servetune.errors import RequireViolation
+
+    def value(key: str, default: Any) -> Any:
+        r = config.fields.get(key)
+        return r.value if r is not None and r.value is not None else default
+
+    try:
+        tp, pp, dp = int(value("tp_size", 1)), int(value("pp_size", 1)), int(value("dp_size", 1))
+        nnodes = int(value("nnodes", facts.deployment.nnodes))
+    except (TypeError, ValueError):
+        return
+    dp_attention = bool(value("enable_dp_attention", False))
+    need = tp * pp * (1 if dp_attention else dp)
+    have = facts.gpu.count * nnodes
+    if need <= have:
+        return
+    parts, layers = [], set()
+    for key in ("tp_size", "pp_size", "dp_size"):
+        r = config.fields.get(key)
+        if r is not None and (key != "dp_size" or not dp_attention):
+            d = r.decision
+            layers.add(d.layer)
+            parts.append(f"{key}={r.value} ({d.layer} {d.source}{f', {d.location}' if d.location else ''})")
+    message = (
+        f"{' x '.join(parts)} needs {need} GPUs, but the target has {have}: {facts.gpu.count} x {facts.gpu.name}"
+        + (f" x {nnodes} nodes" if nnodes > 1 else "")
+    )
+    if "tuner" in layers:
+        raise RequireViolation(message)
+    raise SpecError(
+        message,
+        help=f"lower --tp/--set dp_size, or name the node you launch on: --gpu NAME:{need} (or --hardware FILE, "
+        "or --nnodes N)",
+    )

@@ -2,7 +2,8 @@
 broke is a `ServetuneError` defined here (other modules re-export, never define, them).
 
 The CLI renders a `ServetuneError` as a message (never a traceback) and exits 1.
-Exit codes: 0 ok, 1 user error (`ServetuneError`), 2 usage (click), 3 bug, 130 Ctrl-C.
+Exit codes: 0 ok, 1 user error (`ServetuneError`), 2 usage (click), 3 bug, 130 SIGINT, 143 SIGTERM
+(`servetune.interrupts`).
 """
 
 from __future__ import annotations

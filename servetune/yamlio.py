@@ -8,11 +8,14 @@ the file and line. Anchors and aliases stay allowed (the shipped rules use them)
 counts as the whole value it repeats, so a few lines of nested aliases ("billion laughs", which
 would grow to gigabytes) stop at the alias that crosses the limit. Only `yaml.safe_load` semantics:
 the text is composed by the safe loader (keeping every node's position) and constructed by its
-safe constructor, so Python tags (`!!python/object`) are refused.
+safe constructor, so Python tags (`!!python/object`) are refused. A key written twice in one
+mapping, which YAML loaders resolve silently by keeping the last, is an error naming both lines.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,9 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "KeyPath",
+    "decode_utf8",
+    "path_problem",
+    "read_bytes",
     "Spans",
     "display_path",
     "format_key_path",
@@ -65,8 +71,13 @@ class Spans(dict):
 
 def _walk(node: yaml.Node, path: KeyPath, spans: Spans, filename: str) -> None:
     if isinstance(node, yaml.MappingNode):
+        seen: dict[tuple[str, Any], yaml.Node] = {}
         for key_node, value_node in node.value:
             key = key_node.value
+            if isinstance(key_node, yaml.ScalarNode) and key != "<<":
+                first = seen.setdefault((key_node.tag, key), key_node)
+                if first is not key_node:
+                    raise _duplicate_key(filename, path, key, first, key_node)
             spans[path + (key,)] = SourceLocation(
                 filename, key_node.start_mark.line + 1, key_node.start_mark.column + 1
             )
@@ -77,33 +88,103 @@ def _walk(node: yaml.Node, path: KeyPath, spans: Spans, filename: str) -> None:
             _walk(item, path + (index,), spans, filename)
 
 
+def _duplicate_key(filename: str, path: KeyPath, key: Any, first: yaml.Node, second: yaml.Node) -> SpecError:
+    line1, line2 = first.start_mark.line + 1, second.start_mark.line + 1
+    return SpecError(
+        f"duplicate key '{key}': line {line1} and line {line2} both set it",
+        location=SourceLocation(filename, line2, second.start_mark.column + 1),
+        key_path=format_key_path(path + (key,)),
+        help=f"keep one of them (YAML parsers keep the last one silently; servetune refuses), "
+        f"first at {filename}:{line1}:{first.start_mark.column + 1}",
+    )
+
+
 def display_path(path: str | Path) -> str:
     """Package files as `servetune/data/...`, other files as given."""
     p = Path(str(path))
     try:
         return str(p.resolve().relative_to(_PACKAGE_ROOT.parent))
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # not ours; or a symlink loop, told when it is read
         return str(path)
 
 
 def _read(source: str | Path, filename: str, max_bytes: int) -> str:
+    raw = read_bytes(source, filename, max_bytes=max_bytes)
+    return decode_utf8(raw, filename)
+
+
+def path_problem(path: str | Path, exc: OSError | None = None) -> str:
+    """Why a path cannot be read as a file, in words: `no such file`, `a broken symlink (to X)`, `a
+    symlink loop`, `a directory, not a file`, `permission denied`, or the system's reason."""
+    p = Path(path)
+    code = getattr(exc, "errno", None)
+    if code == errno.ELOOP:
+        return "a symlink loop (too many levels of symbolic links)"
+    if code == errno.ENOENT or (exc is None and not p.exists()):
+        if p.is_symlink():
+            try:
+                target = os.readlink(p)
+            except OSError:
+                return "a broken symlink"
+            try:
+                p.stat()
+            except OSError as inner:
+                if inner.errno == errno.ELOOP:
+                    return "a symlink loop (too many levels of symbolic links)"
+            return f"a broken symlink (to {target})"
+        return "no such file"
+    if code == errno.EISDIR or (exc is None and p.is_dir()):
+        return "a directory, not a file"
+    if code in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if code == errno.ENOTDIR:
+        return "a path through something that is not a directory"
+    return (exc.strerror if exc is not None and exc.strerror else str(exc)) if exc is not None else "unreadable"
+
+
+def read_bytes(source: str | Path, filename: str | None = None, *, max_bytes: int = MAX_BYTES) -> bytes:
+    """The bytes of a user's file, at most `max_bytes`; every way it cannot be read is a `SpecError`
+    naming the file and the reason in words (missing, a broken symlink, a symlink loop, a directory,
+    permission denied), never an `OSError`."""
     path = Path(source)
+    filename = filename or str(source)
     try:
         size = path.stat().st_size
         if size > max_bytes:
             raise _too_large(filename, size, max_bytes)
         with path.open("rb") as handle:
             raw = handle.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise SpecError(f"file not found: {filename}", help="check the path") from None
-    except (IsADirectoryError, PermissionError) as exc:
-        raise SpecError(f"cannot read {filename}: {exc.__class__.__name__}") from None
+    except FileNotFoundError as exc:
+        problem = path_problem(path, exc)
+        if problem == "no such file":
+            raise SpecError(f"file not found: {filename}", help="check the path") from None
+        raise SpecError(f"cannot read {filename}: it is {problem}", help="check the path") from None
+    except OSError as exc:
+        raise SpecError(
+            f"cannot read {filename}: it is {path_problem(path, exc)}"
+            if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENOTDIR)
+            else f"cannot read {filename}: {path_problem(path, exc)}",
+            location=SourceLocation(filename),
+            help="pass a readable file",
+        ) from None
     if len(raw) > max_bytes:  # grew after stat, or a pipe that reports size 0
         raise _too_large(filename, len(raw), max_bytes)
+    return raw
+
+
+def decode_utf8(raw: bytes, filename: str) -> str:
+    """`raw` as UTF-8 text; otherwise a `SpecError` at the first bad byte: its offset, line and column."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"cannot read {filename}: {exc.__class__.__name__}") from None
+        start = exc.start
+        line = raw.count(b"\n", 0, start) + 1
+        column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
+        raise SpecError(
+            f"{filename} is not UTF-8 text: byte 0x{raw[start]:02x} at offset {start} (line {line}, column {column})",
+            location=SourceLocation(filename, line, column),
+            help="save the file as UTF-8",
+        ) from None
 
 
 def _too_large(filename: str, size: int, max_bytes: int) -> SpecError:
@@ -186,7 +267,8 @@ def load_yaml_with_spans(
 
     Raises:
         SpecError: On a missing or unreadable file, input over a limit (aliases expanded), a syntax
-            error or an unsafe tag, with file:line:col and a hint.
+            error, an unsafe tag or a key written twice in one mapping (both lines named), with
+            file:line:col and a hint.
     """
     filename = str(source)
     if text is None:

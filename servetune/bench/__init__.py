@@ -16,8 +16,8 @@ CONTRACT (stable for launch and tune):
   is given; otherwise the builtin one. Image workloads default to the builtin client, whose
   images cost ~0.5 ms each (SGLang's spent ~80 s per run on the H200 making and processing
   them) and never repeat across runs (SGLang's repeat for a fixed `--seed`).
-- `on_progress(done, total, partial_metrics)`: called about 50 times per run (once, at the
-  end, for the SGLang client).
+- `on_progress(done, total, partial_metrics)`: called about 50 times per run with the partial
+  metrics, and at least every second in between with None (once, at the end, for the SGLang client).
 - `should_stop(done, partial_metrics) -> bool`: checked at the same points; True cancels the
   requests in flight and returns the metrics of those finished with `stopped_early=True`
   (builtin client only).

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import threading
 import time
 from typing import Any
 
-from servetune.bench.prompts import make_prompt, sample_lengths
+from servetune.bench.prompts import make_prompt, sample_length
 from servetune.schema.workload import Workload
 
 __all__ = ["WARMUP_OUTPUT_TOKENS", "Bodies"]
@@ -20,7 +19,9 @@ _PLACEHOLDER = "@@servetune-image-{}@@"
 
 
 class Bodies:
-    """Builds request bodies (JSON bytes); thread-safe, images cached only for a pool."""
+    """Builds request bodies (JSON bytes) one at a time, as they are sent: nothing is kept per request
+    (lengths, prompts and images are derived from the index), so memory does not grow with the run's
+    request count; thread-safe, images cached only for a pool."""
 
     def __init__(
         self,
@@ -34,10 +35,6 @@ class Bodies:
         from servetune.bench.images import ImageFactory
 
         self.workload, self.model, self.tokens_per_word = workload, model, tokens_per_word
-        rng = random.Random(workload.seed)
-        total = measured + warmup
-        self.input_lens = sample_lengths(workload.input_tokens, workload.range_ratio, total, rng)
-        self.output_lens = sample_lengths(workload.output_tokens, workload.range_ratio, total, rng)
         self.images = workload.images
         self.factory = None
         self._pool: dict[int, bytes] = {}
@@ -54,6 +51,17 @@ class Bodies:
 
             self.trace = load_trace(workload.trace.path, workload.trace.format)
         self.warmup = warmup
+        self._times = [r.arrival_s or 0.0 for r in self.trace] if self.trace is not None else []
+
+    def input_len(self, index: int) -> int:
+        """Request `index`'s input length in tokens (`prompts.sample_length`: drawn on demand)."""
+        w = self.workload
+        return sample_length(w.input_tokens, w.range_ratio, w.seed, index, "input")
+
+    def output_len(self, index: int) -> int:
+        """Request `index`'s output length in tokens."""
+        w = self.workload
+        return sample_length(w.output_tokens, w.range_ratio, w.seed, index, "output")
 
     def arrival_s(self, index: int) -> float | None:
         """With `replay: recorded`, when measured request `index` is sent (seconds from the first);
@@ -62,7 +70,7 @@ class Bodies:
         if self.trace is None or spec is None or spec.replay != "recorded":
             return None
         n = len(self.trace)
-        times = [r.arrival_s or 0.0 for r in self.trace]
+        times = self._times
         period = times[-1] - times[0] + ((times[-1] - times[0]) / (n - 1) if n > 1 else 1.0)
 
         def at(k: int) -> float:
@@ -111,8 +119,9 @@ class Bodies:
             with self._lock:
                 self.prep_s += time.perf_counter() - started
             return body, count, max_tokens, estimate
-        text = make_prompt(self.workload.seed, index, max(1, round(self.input_lens[index] / self.tokens_per_word)))
-        max_tokens = min(self.output_lens[index], WARMUP_OUTPUT_TOKENS) if warmup else self.output_lens[index]
+        input_len, output_len = self.input_len(index), self.output_len(index)
+        text = make_prompt(self.workload.seed, index, max(1, round(input_len / self.tokens_per_word)))
+        max_tokens = min(output_len, WARMUP_OUTPUT_TOKENS) if warmup else output_len
         count = self.images.per_request if self.images is not None else 0
         if count:
             content: Any = [{"type": "image_url", "image_url": {"url": _PLACEHOLDER.format(k)}} for k in range(count)]
@@ -135,4 +144,4 @@ class Bodies:
         elapsed = time.perf_counter() - started
         with self._lock:
             self.prep_s += elapsed
-        return body, count, max_tokens, self.input_lens[index]
+        return body, count, max_tokens, input_len

@@ -22,7 +22,6 @@ the image tokens (the client's own estimate, flagged `input_tokens_source: clien
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import threading
@@ -32,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from servetune import interrupts
 from servetune.bench._bodies import Bodies
 from servetune.bench._probe import auth_headers, base_url_of, calibrate_tokens_per_word, probe_server
 from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics, offered_ratio
@@ -123,7 +123,72 @@ async def run_builtin_async(
     """Run `workload` against `url` (see the module docstring); the asynchronous core. `api_key` is sent
     as `Authorization: Bearer` (default: `$OPENAI_API_KEY`). `judge` (a capacity step's
     `servetune.bench.verdict.StepJudge`) looks at every request sent, every `LOOK_S`, and ends the
-    run at its decision or at its `max_s`; its last verdict (`judge.last`) is the step's."""
+    run at its decision or at its `max_s`; its last verdict (`judge.last`) is the step's.
+
+    Raises:
+        servetune.interrupts.Interrupted: SIGINT or SIGTERM came (`servetune.interrupts`): every
+            request task was cancelled and awaited first; `.partial` holds the metrics of what
+            completed (also written to `run_dir`), None when the signal came before measuring.
+    """
+    metrics, signum = await _run_interruptible(
+        url, workload, requests=requests, model=model, run_dir=run_dir, on_progress=on_progress,
+        should_stop=should_stop, nonce=nonce, slos=slos, api_key=api_key, judge=judge,
+    )  # fmt: skip
+    if signum is not None:
+        interrupts.mark_delivered()
+        raise interrupts.Interrupted(signum, partial=metrics)
+    return metrics
+
+
+class _Wake:
+    """What a signal does to a running benchmark (`servetune.interrupts.on_interrupt`): from the signal
+    handler, wake its event loop, thread-safely; the loop then stops the measured run where it stands
+    (a `None` in its completion queue) or, before it, cancels the run's task."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+        self.loop, self.task = loop, task
+        self.queue: asyncio.Queue | None = None
+        self.main = threading.current_thread() is threading.main_thread()
+
+    def __call__(self, signum: int) -> bool:
+        self.loop.call_soon_threadsafe(self._wake)
+        return self.main  # a loop in the main thread raises `Interrupted` itself, once stopped
+
+    def _wake(self) -> None:
+        if self.queue is not None:
+            self.queue.put_nowait(None)
+        elif not self.task.done():
+            self.task.cancel()
+
+
+async def _run_interruptible(url: str, workload: Workload, **kwargs) -> tuple[Metrics | None, int | None]:
+    """(metrics, None), or (partial metrics or None, signal) when SIGINT or SIGTERM stopped the run."""
+    wake = _Wake(asyncio.get_running_loop(), asyncio.current_task())
+    with interrupts.on_interrupt(wake):
+        try:
+            metrics = await _run(url, workload, wake=wake, **kwargs)
+        except asyncio.CancelledError:
+            if interrupts.requested() is None:
+                raise
+            return None, interrupts.requested()
+    return metrics, interrupts.requested()
+
+
+async def _run(
+    url: str,
+    workload: Workload,
+    *,
+    requests: int,
+    model: str | None,
+    run_dir: Path | None,
+    on_progress: Callable[[int, int, Metrics], None] | None,
+    should_stop: Callable[[int, Metrics], bool] | None,
+    nonce: bytes | None,
+    slos: Sequence[LatencySlo],
+    api_key: str | None,
+    judge: StepJudge | None,
+    wake: _Wake,
+) -> Metrics:
     import httpx
 
     base = base_url_of(url)
@@ -150,6 +215,7 @@ async def run_builtin_async(
             for index in range(requests):
                 await queue.put(await loop.run_in_executor(executor, bodies.build, warmup + index, False))
 
+        producer: asyncio.Task | None = None
         try:
             warmup_t0 = time.perf_counter()
             if warmup:
@@ -160,11 +226,13 @@ async def run_builtin_async(
                 await asyncio.sleep(0.005)
             metrics = await _measure(
                 client, queue, requests, workload, bodies, model, base, on_progress, should_stop, ratio, finished,
-                slos, judge, sent,
+                slos, judge, sent, wake,
             )  # fmt: skip
             metrics = metrics.model_copy(update={"warmup_s": round(warmup_s, 4)})
-            producer.cancel()
         finally:
+            if producer is not None:
+                producer.cancel()
+                await asyncio.gather(producer, return_exceptions=True)
             executor.shutdown(wait=False, cancel_futures=True)
     if run_dir is not None:
         (Path(run_dir) / "builtin_metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -174,6 +242,10 @@ async def run_builtin_async(
 
 IDLE_CHECK_S = 1.0
 """While no request completes, `should_stop` is still asked this often (seconds)."""
+PROGRESS_S = 1.0
+"""`on_progress` is called at least this often (seconds) while requests complete, with no metrics
+(None) between its snapshots (every 1/50 of the run): a long run shows progress without the cost of
+computing metrics over every finished request each time."""
 LOOK_S = 0.5
 """A step's judge looks at most this often (seconds): often enough to stop within a second of a
 decision, seldom enough that judging a few thousand records does not slow the send loop."""
@@ -222,16 +294,22 @@ def load_requests(path: Path) -> list[RequestRecord]:
 
 
 async def _warmup(client, bodies: Bodies, count: int, concurrency, timeout: float, loop, executor) -> None:
-    built = await asyncio.gather(*(loop.run_in_executor(executor, bodies.build, index, True) for index in range(count)))
-    semaphore = asyncio.Semaphore(min(count, concurrency or count))
-    records = [RequestRecord() for _ in built]
+    """`count` warm-up requests, at most `concurrency` at once (1024 when unbounded, the connection
+    limit); each body is built just before it is sent, so none waits in memory."""
+    records = [RequestRecord() for _ in range(min(count, 64))]  # the first ones' errors, for the message
+    indexes = iter(range(count))
+    succeeded = 0
 
-    async def one(item, record):
-        async with semaphore:
-            await _send(client, item[0], record, item[2], timeout, time.perf_counter())
+    async def worker() -> None:
+        nonlocal succeeded
+        for index in indexes:
+            body, _, expected, _ = await loop.run_in_executor(executor, bodies.build, index, True)
+            record = records[index] if index < len(records) else RequestRecord()
+            await _send(client, body, record, expected, timeout, time.perf_counter())
+            succeeded += record.success
 
-    await asyncio.gather(*(one(item, record) for item, record in zip(built, records)))
-    if not any(record.success for record in records):
+    await asyncio.gather(*(worker() for _ in range(min(count, concurrency or 1024))))
+    if not succeeded:
         raise BenchError(
             f"all {count} warmup requests failed: {records[0].error}",
             help="check the model id (--model) and that the server accepts this workload (images need a VLM)",
@@ -253,14 +331,18 @@ async def _measure(
     slos: Sequence[LatencySlo] = (),
     judge: StepJudge | None = None,
     records: list[RequestRecord] | None = None,
+    wake: _Wake | None = None,
 ) -> Metrics:
     """The measured run; `finished` receives each request's record as it completes, `records` every
-    request sent (in arrival order)."""
+    request sent (in arrival order). A signal (`wake`) stops it as `should_stop` does: every request
+    task is cancelled and awaited before it returns the partial metrics."""
     rng = random.Random(workload.seed + 1)
     semaphore = asyncio.Semaphore(workload.max_concurrency) if workload.max_concurrency else None
     records = [] if records is None else records
-    done_event = asyncio.Queue()
-    tasks: list[asyncio.Task] = []
+    done_event: asyncio.Queue = asyncio.Queue()
+    if wake is not None:
+        wake.queue = done_event
+    tasks: set[asyncio.Task] = set()
     every = max(1, requests // 50)
     clock0 = time.perf_counter()
     started_at = time.time()
@@ -304,14 +386,16 @@ async def _measure(
         )
 
     async def one(record: RequestRecord, body: bytes, expected: int) -> None:
+        """One request, past the concurrency gate (`send_all` took its slot)."""
         nonlocal sent, all_sent_at
         try:
-            async with semaphore or contextlib.nullcontext():
-                sent += 1
-                if sent == requests:
-                    all_sent_at = time.perf_counter()
-                await _send(client, body, record, expected, workload.request_timeout_s, clock0)
+            sent += 1
+            if sent == requests:
+                all_sent_at = time.perf_counter()
+            await _send(client, body, record, expected, workload.request_timeout_s, clock0)
         finally:
+            if semaphore is not None:
+                semaphore.release()
             if record.success or record.error:
                 record.finished = True
                 done_event.put_nowait(record)
@@ -334,7 +418,13 @@ async def _measure(
                 start=time.perf_counter() - clock0,
             )  # fmt: skip
             records.append(record)
-            tasks.append(asyncio.create_task(one(record, body, expected)))
+            if semaphore is not None:
+                # the gate is taken here, not in the task: no task (and no body) waits for a slot, so
+                # what is held does not grow with the requests still to send
+                await semaphore.acquire()
+            task = asyncio.create_task(one(record, body, expected))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
     sender = asyncio.create_task(send_all())
     stopped = False
@@ -342,6 +432,15 @@ async def _measure(
     count = 0
     idle = min(IDLE_CHECK_S, LOOK_S) if judge is not None else IDLE_CHECK_S
     looked = clock0
+    progressed = clock0
+
+    def tick() -> None:
+        """A time tick of `on_progress` (no metrics) when the last call is `PROGRESS_S` old."""
+        nonlocal progressed
+        now = time.perf_counter()
+        if on_progress is not None and now - progressed >= PROGRESS_S:
+            progressed = now
+            on_progress(count, requests, None)
 
     def judged() -> bool:
         """Whether the step's judge has decided (or its time is up); looks at most every `LOOK_S`."""
@@ -353,44 +452,66 @@ async def _measure(
         rel = now - clock0
         return judge.done(judge.look(records, rel)) or (bool(records) and rel - records[0].arrival >= judge.max_s)
 
-    while count < requests:
-        try:
-            record = await asyncio.wait_for(done_event.get(), timeout=idle)
-        except asyncio.TimeoutError:
-            # no completion for a while: `should_stop` still gets a look (a runaway config's first
-            # wave may take minutes; its deadline must not wait for a completion)
-            if judged() or (should_stop is not None and should_stop(count, partial())):
+    try:
+        while count < requests:
+            if interrupts.requested() is not None:
                 stopped = True
                 break
-            continue
-        count += 1
-        finished.append(record)
-        last_end = (
-            max(last_end, clock0 + record.start + record.latency)
-            if record.success
-            else max(last_end, time.perf_counter())
-        )
-        if judged():
-            stopped = True
-            break
-        # every `every` completions, the last, and the end of the first wave (the pruner's first look)
-        if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
-            snapshot = partial()
-            if on_progress is not None:
-                on_progress(count, requests, snapshot)
-            if should_stop is not None and count < requests and should_stop(count, snapshot):
+            try:
+                record = await asyncio.wait_for(done_event.get(), timeout=idle)
+            except asyncio.TimeoutError:
+                # no completion for a while: `should_stop` still gets a look (a runaway config's first
+                # wave may take minutes; its deadline must not wait for a completion)
+                if judged() or (should_stop is not None and should_stop(count, partial())):
+                    stopped = True
+                    break
+                tick()
+                continue
+            except asyncio.CancelledError:
+                if interrupts.requested() is None:
+                    raise
                 stopped = True
                 break
-    if stopped:
+            if record is None:  # woken by a signal (`_Wake`)
+                stopped = True
+                break
+            count += 1
+            finished.append(record)
+            last_end = (
+                max(last_end, clock0 + record.start + record.latency)
+                if record.success
+                else max(last_end, time.perf_counter())
+            )
+            if judged():
+                stopped = True
+                break
+            # every `every` completions, the last, and the end of the first wave (the pruner's first look)
+            if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
+                snapshot = partial()
+                if on_progress is not None:
+                    progressed = time.perf_counter()
+                    on_progress(count, requests, snapshot)
+                if should_stop is not None and count < requests and should_stop(count, snapshot):
+                    stopped = True
+                    break
+            else:
+                tick()
+        if not stopped:
+            await sender
+    finally:
+        # nothing this run started outlives it: every request task is cancelled and awaited here
         end = time.perf_counter()
         sender.cancel()
-        for task in tasks:
+        pending = list(tasks)
+        for task in pending:
             task.cancel()
-        await asyncio.gather(sender, *tasks, return_exceptions=True)
+        await asyncio.gather(sender, *pending, return_exceptions=True)
+        if wake is not None:
+            wake.queue = None
+    if stopped:
         if judge is not None:
             judge.close(records, end - clock0)
         return partial(stopped=True)
-    await sender
     if judge is not None:
         judge.close(records, time.perf_counter() - clock0)
     metrics = partial(end=last_end)
@@ -403,22 +524,32 @@ async def _measure(
 
 
 def run_builtin(url: str, workload: Workload, **kwargs) -> Metrics:
-    """Synchronous wrapper of `run_builtin_async`; works from inside a running event loop too."""
+    """Synchronous wrapper of `run_builtin_async`; works from inside a running event loop too.
+    `Interrupted` is raised here, after the event loop has ended, never from inside it."""
+
+    def run() -> tuple[Metrics | None, int | None]:
+        return asyncio.run(_run_interruptible(url, workload, **kwargs))
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(run_builtin_async(url, workload, **kwargs))
-    result: dict[str, Any] = {}
+        metrics, signum = run()
+    else:
+        result: dict[str, Any] = {}
 
-    def target() -> None:
-        try:
-            result["value"] = asyncio.run(run_builtin_async(url, workload, **kwargs))
-        except BaseException as exc:
-            result["error"] = exc
+        def target() -> None:
+            try:
+                result["value"] = run()
+            except BaseException as exc:
+                result["error"] = exc
 
-    thread = threading.Thread(target=target, name="servetune-bench")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
+        thread = threading.Thread(target=target, name="servetune-bench")
+        thread.start()
+        thread.join()
+        if "error" in result:
+            raise result["error"]
+        metrics, signum = result["value"]
+    if signum is not None:
+        interrupts.mark_delivered()
+        raise interrupts.Interrupted(signum, partial=metrics)
+    return metrics

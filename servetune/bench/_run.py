@@ -12,6 +12,7 @@ from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import StepJudge
 from servetune.bench.workloads import load_workload
 from servetune.errors import BenchError, SpecError
+from servetune.limits import MAX_REQUESTS
 from servetune.schema.workload import Workload
 
 CLIENTS = ("auto", "builtin", "sglang")
@@ -66,8 +67,11 @@ def run_benchmark(
     need the builtin client.
     """
     workload = load_workload(workload)
-    if requests is not None and requests < 1:
-        raise SpecError(f"`--requests` must be at least 1, but got {requests}")
+    if requests is not None and not 1 <= requests <= MAX_REQUESTS:
+        raise SpecError(
+            f"1 <= `--requests` <= {MAX_REQUESTS:,} must hold, but got {requests:,}",
+            help="servetune.limits.MAX_REQUESTS bounds one run; split a longer measurement into several runs",
+        )
     count = requests or workload.requests
     # goodput needs every request's latencies: the builtin client's records
     chosen = choose_client(client, workload, can_stop_early=should_stop is not None or bool(slos) or judge is not None)
@@ -80,7 +84,10 @@ def run_benchmark(
         )
     if run_dir is not None:
         run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}") from None
         (run_dir / "workload.json").write_text(workload.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if chosen == "sglang":
         import tempfile

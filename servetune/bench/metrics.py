@@ -194,7 +194,7 @@ class Metrics(BaseModel):
         return self.steady.output_throughput if self.steady is not None else self.output_throughput
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestRecord:
     """What one request measured (the builtin client's raw data), times in seconds."""
 

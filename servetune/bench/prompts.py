@@ -325,10 +325,14 @@ _WORDS = [
 ]
 
 
-def sample_lengths(full_len: int, range_ratio: float, count: int, rng: random.Random) -> list[int]:
-    """Lengths drawn uniformly from `[max(1, int(full_len * range_ratio)), full_len]`, as SGLang's client."""
+def sample_length(full_len: int, range_ratio: float, seed: int, index: int, what: str) -> int:
+    """Request `index`'s length, drawn uniformly from `[max(1, int(full_len * range_ratio)), full_len]` as
+    SGLang's client draws them; the same for the same (seed, index, what), and computed on demand, so a
+    run's memory does not grow with its request count."""
     low = max(int(full_len * range_ratio), 1)
-    return [rng.randint(low, full_len) for _ in range(count)]
+    if low >= full_len:
+        return full_len
+    return random.Random(f"servetune-length:{seed}:{what}:{index}").randint(low, full_len)
 
 
 def make_prompt(seed: int, index: int, tokens: int) -> str:

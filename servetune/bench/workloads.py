@@ -32,12 +32,25 @@ def list_workloads() -> list[Workload]:
 def workload_path(name_or_path: str | Path) -> Path:
     """The file behind a workload name or path (no parsing)."""
     text = str(name_or_path)
-    looks_like_path = text.endswith(_SUFFIXES + _TRACE_SUFFIXES) or "/" in text or "\\" in text or Path(text).is_file()
+    candidate = Path(text)
+    looks_like_path = (
+        text.endswith(_SUFFIXES + _TRACE_SUFFIXES)
+        or "/" in text
+        or "\\" in text
+        or candidate.is_file()
+        or candidate.is_symlink()
+        or candidate.is_dir()
+    )
     if isinstance(name_or_path, Path) or looks_like_path:
         path = Path(text).expanduser()
         if not path.is_file():
+            from servetune.yamlio import path_problem
+
+            problem = path_problem(path)
             raise SpecError(
-                f"workload file not found: {path}",
+                f"workload file not found: {path}"
+                if problem == "no such file"
+                else f"cannot read {path}: it is {problem}",
                 help="give a shipped workload name (`servetune workloads list`) or an existing .yaml file",
             )
         return path
@@ -74,9 +87,13 @@ def trace_workload(path: Path) -> Workload:
     trace's length, sent 64 at a time (or at `--request-rate`)."""
     from servetune.bench.trace import load_trace
     from servetune.schema.workload import TraceSpec
+    from servetune.yamlio import path_problem
 
-    with path.open("rb") as f:
-        head = f.read(4096).lstrip()
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096).lstrip()
+    except OSError as exc:
+        raise SpecError(f"cannot read {path}: {path_problem(path, exc)}", help="pass a readable trace file") from None
     fmt = "sharegpt" if head.startswith(b"[") or b'"conversations"' in head else "jsonl"
     entries = load_trace(path, fmt)
     name = "".join(c if c.isalnum() else "-" for c in path.stem.lower()).strip("-") or "trace"
@@ -108,6 +125,13 @@ def load_workload_file(path: Path) -> Workload:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise spec_error_from_validation(exc, data, spans, path, model=Workload, what="workload") from None
+    from servetune.catalog.ranges import distribution_problem
+
+    for key, dist in workload.tune.items():
+        problem = distribution_problem(key, dist)
+        if problem is not None:
+            where = spans.nearest(("tune", key), SourceLocation(str(path)))
+            raise SpecError(problem, location=where, key_path=f"tune.{key}", help="narrow the range")
     return with_trace(workload, path.parent) if workload.trace is not None else workload
 
 

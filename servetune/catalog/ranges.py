@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FIELD_RANGES", "ValueRange", "check_range", "value_range"]
+__all__ = ["FIELD_RANGES", "ValueRange", "check_range", "distribution_problem", "value_range"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,20 @@ def check_range(name: str, value: object) -> None:
         return
     if not r.holds(value):
         raise ValueError(f"{value!r} is out of range: {name} must be {r.text()} ({r.why})")
+
+
+def distribution_problem(name: str, dist: object) -> str | None:
+    """Why a search-space distribution of field `name` leaves the values SGLang can use, else None: a
+    choice out of range, or an interval end out of the range proper (a sentinel such as -1 is a
+    choice, never an interval end). `dist` has `choices`, or `bounds` (low, high)."""
+    r = FIELD_RANGES.get(name)
+    if r is None:
+        return None
+    choices = getattr(dist, "choices", None)
+    if choices is not None:
+        bad = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool) and not r.holds(c)]
+    else:
+        bad = [v for v in getattr(dist, "bounds", ()) if not r.holds(v, sentinels=False)]
+    if not bad:
+        return None
+    return f"{name}: {', '.join(map(str, bad))} out of range: it must be {r.text()} ({r.why})"

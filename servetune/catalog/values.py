@@ -11,7 +11,15 @@ from servetune.catalog.ranges import check_range
 from servetune.errors import UnknownNameError, did_you_mean
 from servetune.schema.catalog import Catalog, EnvSpec, FieldSpec
 
-__all__ = ["coerce_env", "coerce_field", "env_text", "is_env_name", "unknown_key_error"]
+__all__ = [
+    "coerce_env",
+    "coerce_field",
+    "env_text",
+    "is_env_name",
+    "rejected_by_every_release",
+    "unknown_key_error",
+    "value_help",
+]
 
 _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off"}
@@ -135,3 +143,45 @@ def unknown_key_error(key: str, catalog: Catalog, *, what: str) -> UnknownNameEr
         help=f"did you mean '{guess}'?" if guess else f"`servetune catalog show {catalog.sglang_version}` lists them",
         notes=[f"fields come from servetune/data/catalog/{catalog.sglang_version}.json"],
     )
+
+
+def rejected_by_every_release(key: str, value: Any, catalogs: Iterable[Catalog]) -> str | None:
+    """Why `value` for `key` (a field or `SGLANG_*` env var) is accepted by no release in `catalogs`
+    (the newest release's reason), else None. A key no release has is not judged here (the caller
+    names it), and a value some release takes is left to the resolver, which skips it with a note
+    for a release that does not."""
+    reason = None
+    for catalog in sorted(catalogs, key=lambda c: _version_key(c.sglang_version), reverse=True):
+        env = is_env_name(key)
+        if (env and key not in catalog.env and key.startswith("SGLANG_")) or (not env and key not in catalog.fields):
+            continue
+        try:
+            if env:
+                coerce_env(catalog.env.get(key), value)
+            else:
+                coerce_field(catalog.fields[key], value)
+        except ValueError as exc:
+            reason = reason or str(exc)
+            continue
+        return None
+    return reason
+
+
+def value_help(catalog: Catalog, key: str) -> str | None:
+    """`--max-running-requests takes an integer >= 1`: what a field takes, for an error's help."""
+    from servetune.catalog.ranges import value_range
+
+    spec = catalog.fields.get(key)
+    if spec is None:
+        return None
+    if spec.choices:
+        return f"{spec.flag} takes one of: {', '.join(map(str, spec.choices))}"
+    noun = {"int": "an integer", "float": "a number", "bool": "true or false", "json": "JSON"}.get(
+        spec.type, "a string"
+    )
+    bounds = value_range(key)
+    return f"{spec.flag} takes {noun}" + (f" {bounds.text()}" if bounds is not None else "")
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))

@@ -26,7 +26,7 @@ for _module in (resolve, hardware, rules, presets, catalog, workloads, launch, b
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; map errors to exit codes (1 user error, 2 usage, 3 bug, 130 Ctrl-C)."""
+    """Run the CLI; map errors to exit codes (1 user error, 2 usage, 3 bug, 130 SIGINT, 143 SIGTERM)."""
     from servetune.cli._run import run_app
 
     code = run_app(app, sys.argv[1:] if argv is None else argv)

@@ -4,6 +4,8 @@ capacity search's view is `_capacity_view`)."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING
 
 import typer
@@ -13,16 +15,30 @@ if TYPE_CHECKING:
 
 
 class progress:
-    """A rich progress bar on stderr for interactive runs; a no-op callback otherwise."""
+    """Progress on stderr: a rich bar for a terminal; for a pipe or a file, one line every
+    `PLAIN_EVERY_S` seconds once the run has taken that long (start-up and warm-up included)."""
+
+    PLAIN_EVERY_S = 10.0
 
     def __init__(self, spec, requests: int | None, *, enabled: bool) -> None:
         self.total = requests or spec.requests
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
         self.bar = None
+        self.done = 0
+        self.rate = ""
+        self._t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __enter__(self):
         if not self.enabled:
             return None
+        self._t0 = time.monotonic()
+        if not self.tty:
+            self._thread = threading.Thread(target=self._plain, name="servetune-progress", daemon=True)
+            self._thread.start()
+            return self._update
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -38,12 +54,31 @@ class progress:
         self.bar.start()
         task = self.bar.add_task("bench", total=self.total, rate="")
 
-        def on_progress(done: int, total: int, partial: Metrics) -> None:
-            self.bar.update(task, completed=done, total=total, rate=f"{partial.request_throughput:.2f} req/s")
+        def on_progress(done: int, total: int, partial: Metrics | None) -> None:
+            self._update(done, total, partial)
+            self.bar.update(task, completed=done, total=total, rate=self.rate)
 
         return on_progress
 
+    def _update(self, done: int, total: int, partial: Metrics | None) -> None:
+        self.done, self.total = done, total
+        if partial is not None:
+            self.rate = f"{partial.request_throughput:.2f} req/s"
+
+    def _plain(self) -> None:
+        while not self._stop.wait(self.PLAIN_EVERY_S):
+            elapsed = time.monotonic() - self._t0
+            state = f", {self.rate}" if self.rate else "" if self.done else " (starting or warming up)"
+            print(
+                f"bench  {self.done:,}/{self.total:,} requests completed{state}, {elapsed:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
     def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
         if self.bar is not None:
             self.bar.stop()
 

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from servetune.bench.capacity import Capacity, CapacityStep, SoakResult
 
-NO_PLOT = "matplotlib is not installed: no plot (pip install 'servetune[report]')"
+NO_PLOT = "no plot: plots need matplotlib, which is not installed (pip install 'servetune[report]')"
+
+
+def plots_available() -> bool:
+    """Whether matplotlib is installed here (looked up, not imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _lat(step: Any, key: str) -> str:

@@ -1,9 +1,11 @@
-"""Exit-code discipline for the CLI: user errors print a message, bugs print a crash report."""
+"""Exit-code discipline for the CLI: user errors print a message, bugs print a crash report, SIGINT
+and SIGTERM (`servetune.interrupts`, installed for each command) end it with 130 or 143."""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import traceback
 
@@ -14,6 +16,7 @@ try:  # recent typer vendors click (and does not install it); its usage errors a
 except ImportError:  # pragma: no cover - older typer runs on click itself
     from click import ClickException
 
+from servetune import interrupts
 from servetune.errors import ServetuneError
 
 
@@ -100,7 +103,8 @@ def run_app(app: typer.Typer, argv: list[str]) -> int:
     stdout = sys.stdout
     sys.stdout = _GuardedStdout(stdout)
     try:
-        code = _invoke(app, argv)
+        with interrupts.installed():
+            code = _invoke(app, argv)
         try:
             stdout.flush()
         except BrokenPipeError:
@@ -120,24 +124,37 @@ def _invoke(app: typer.Typer, argv: list[str]) -> int:
         print(exc.render(), file=sys.stderr)
         return 1
     except typer.Exit as exc:
-        return exc.exit_code
+        return _interrupted(None) if interrupts.requested() is not None else exc.exit_code
     except ClickException as exc:
         exc.show()
         return exc.exit_code
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except BrokenPipeError:
         _silence_stdout()
         return 0
     except StdoutWriteError as exc:
         return _stdout_error(exc)
+    except OSError as exc:  # the machine, not servetune: a path or device that failed under us
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"error[os]: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     except Exception:
         return _bug()
+    if interrupts.requested() is not None:  # typer turns an interrupt into an exit status of 130
+        return _interrupted(None)
     return result if isinstance(result, int) else 0
+
+
+def _interrupted(exc: KeyboardInterrupt | None) -> int:
+    """128 + the signal (130 SIGINT, 143 SIGTERM); a generic line if the command printed none."""
+    signum = interrupts.requested() or getattr(exc, "signum", signal.SIGINT)
+    if not (interrupts.reported() or getattr(exc, "reported", False)):
+        print(f"interrupted by {interrupts.signal_name(signum)}", file=sys.stderr)
+    return 128 + signum
 
 
 def _bug() -> int:

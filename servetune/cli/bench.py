@@ -18,6 +18,7 @@ from servetune.cli._options import (
     check_url,
     resolve_options,
 )
+from servetune.limits import MAX_REQUESTS
 
 _SERVER = "Server"
 _WORKLOAD = "Workload"
@@ -65,7 +66,9 @@ def bench_command(
             "--requests",
             "-n",
             min=1,
-            help="Measured requests (overrides the workload's count; runs of different length are not comparable).",
+            max=MAX_REQUESTS,
+            help="Measured requests (overrides the workload's count; runs of different length are not comparable); "
+            f"at most {MAX_REQUESTS:,}.",
             rich_help_panel=_WORKLOAD,
         ),
     ] = None,
@@ -163,7 +166,10 @@ def bench_command(
     as_json: Annotated[
         bool,
         typer.Option(
-            "--json", help="Print the metrics as JSON (request_throughput at the top level).", rich_help_panel=_OUTPUT
+            "--json",
+            help="Print JSON on stdout: with --url the metrics (request_throughput at the top level); for a managed "
+            "run {metrics, run_dir, timings}; with --capacity or --soak-seconds {capacity or soak, run_dir, plots}.",
+            rich_help_panel=_OUTPUT,
         ),
     ] = False,
 ) -> None:
@@ -227,17 +233,22 @@ def bench_command(
     if url is not None:
         from servetune.bench import run_benchmark
 
-        with progress(spec, requests, enabled=not as_json) as on_progress:
-            metrics = run_benchmark(
-                url,
-                spec,
-                requests=requests,
-                run_dir=run_dir,
-                client=client,
-                model=model,
-                on_progress=on_progress,
-                slos=slos,
-            )
+        try:
+            with progress(spec, requests, enabled=not as_json) as on_progress:
+                metrics = run_benchmark(
+                    url,
+                    spec,
+                    requests=requests,
+                    run_dir=run_dir,
+                    client=client,
+                    model=model,
+                    on_progress=on_progress,
+                    slos=slos,
+                )
+        except KeyboardInterrupt as exc:
+            _record_interrupted(exc, run_dir, "bench")
+            _interrupted(exc, run_dir, f"the server at {url} keeps running")
+            raise
         print_metrics(metrics, as_json)
         return
     _managed(run, opts, reference_rate)
@@ -281,16 +292,64 @@ def _capacity(
         NO_PLOT,
         capacity_json,
         capacity_plots,
+        plots_available,
         print_capacity,
         print_step,
         soak_line,
         soak_plot,
     )
-    from servetune.launch import LaunchOptions, check_launch, default_run_dir
-    from servetune.runner import RemoteServer, SglangRunner, measure_capacity, measure_soak, search_server, soak_server
+    from servetune.launch import default_run_dir
 
     on_step = None if run.as_json else print_step
+    if url is None:
+        from servetune.launch import LaunchOptions, check_launch
+
+        check_launch(LaunchOptions(sglang_cmd=run.sglang_cmd))  # a launch that cannot start makes no run directory
     run_dir = Path(run.run_dir or default_run_dir("soak" if rate else "capacity"))
+    try:
+        cap, soak, result, extra = _capacity_measure(run, opts, url, model, search, rate, server_log, run_dir, on_step)
+    except KeyboardInterrupt as exc:
+        from servetune.cli._interrupt import report_interrupt
+
+        what = "soak" if rate else "capacity search"
+        if url is not None:
+            _record_interrupted(exc, run_dir, what)
+        server = f"the server at {url} keeps running" if url else "the server was stopped"
+        report_interrupt(
+            exc,
+            f"{what} stopped ({server}; the steps measured so far in {run_dir}/steps)",
+            "run the same command again to search anew",
+        )
+        raise
+    if cap is not None:
+        plots = capacity_plots(cap, run_dir)
+    else:
+        plots = [p for p in [soak_plot(soak, [str(x) for x in run.slos], run_dir / "soak.png")] if p is not None]
+    if not plots_available():  # said once, on stderr beside JSON
+        typer.echo(f"note         {NO_PLOT}", err=run.as_json)
+    if run.as_json:
+        if cap is not None:
+            typer.echo(json.dumps(capacity_json(cap, run_dir, plots, extra), indent=2))
+        else:
+            typer.echo(json.dumps({"soak": soak.model_dump(mode="json"), "run_dir": str(run_dir),
+                                   "plots": [str(p) for p in plots], **extra}, indent=2))  # fmt: skip
+        return
+    if cap is not None:
+        print_capacity(cap, run_dir, plots)
+    else:
+        typer.echo(soak_line(soak))
+        for plot in plots:
+            typer.echo(f"plot         {plot}")
+        typer.echo(f"files        {run_dir}")
+    if result is not None:
+        typer.echo(_server_line(result.timings, result.run_dir))
+
+
+def _capacity_measure(run: _Run, opts: ResolveOpts, url, model, search, rate, server_log, run_dir: Path, on_step):
+    """The search or soak itself: (capacity, soak, the managed `Measurement` or None, JSON extras)."""
+    from servetune.launch import LaunchOptions, check_launch
+    from servetune.runner import RemoteServer, SglangRunner, measure_capacity, measure_soak, search_server, soak_server
+
     result = None
     if url is not None:
         runner = SglangRunner(client="builtin")  # its benchmark and record only: nothing is launched
@@ -321,28 +380,7 @@ def _capacity(
             _raise_failure(result.failure, result.run_dir)
         cap, soak = result.capacity, result.soak or (result.capacity.soak if result.capacity else None)
         extra = {"timings": result.timings.model_dump(mode="json"), "failure": None}
-    if cap is not None:
-        plots = capacity_plots(cap, run_dir)
-    else:
-        plots = [p for p in [soak_plot(soak, [str(x) for x in run.slos], run_dir / "soak.png")] if p is not None]
-    if run.as_json:
-        if cap is not None:
-            typer.echo(json.dumps(capacity_json(cap, run_dir, plots, extra), indent=2))
-        else:
-            typer.echo(json.dumps({"soak": soak.model_dump(mode="json"), "run_dir": str(run_dir),
-                                   "plots": [str(p) for p in plots], **extra}, indent=2))  # fmt: skip
-        return
-    if cap is not None:
-        print_capacity(cap, run_dir, plots)
-    else:
-        typer.echo(soak_line(soak))
-        for plot in plots:
-            typer.echo(f"plot         {plot}")
-        typer.echo(f"files        {run_dir}")
-    if not plots:
-        typer.echo(f"note         {NO_PLOT}")
-    if result is not None:
-        typer.echo(_server_line(result.timings, result.run_dir))
+    return cap, soak, result, extra
 
 
 def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None:
@@ -362,16 +400,21 @@ def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None
         if reference_rate
         else None
     )
-    with progress(spec, run.requests, enabled=not run.as_json) as on_progress:
-        result = runner.measure(
-            resolution,
-            spec,
-            run_dir=run.run_dir or default_run_dir("run"),
-            requests=run.requests,
-            on_progress=on_progress,
-            guard=guard,
-            slos=run.slos,
-        )
+    run_dir = run.run_dir or default_run_dir("run")
+    try:
+        with progress(spec, run.requests, enabled=not run.as_json) as on_progress:
+            result = runner.measure(
+                resolution,
+                spec,
+                run_dir=run_dir,
+                requests=run.requests,
+                on_progress=on_progress,
+                guard=guard,
+                slos=run.slos,
+            )
+    except KeyboardInterrupt as exc:
+        _interrupted(exc, run_dir, "the server was stopped")
+        raise
     if result.failure is not None:
         _raise_failure(result.failure, result.run_dir)
     if run.as_json:
@@ -384,6 +427,35 @@ def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None
         return
     print_metrics(result.metrics, False)
     typer.echo(_server_line(result.timings, result.run_dir))
+
+
+def _record_interrupted(exc: BaseException, run_dir: Path | None, stage: str) -> None:
+    """With --url (no runner to record it): `result.json` in the run directory says `interrupted`,
+    with the partial metrics."""
+    from servetune.interrupts import record
+    from servetune.launch import write_json
+
+    if run_dir is None or not Path(run_dir).is_dir():
+        return
+    partial = getattr(exc, "partial", None)
+    dumped = partial.model_dump(mode="json") if partial is not None else None
+    if dumped is not None:
+        write_json(Path(run_dir), "metrics.json", dumped)
+    write_json(Path(run_dir), "result.json", {"ok": False, "interrupted": record(exc, stage), "metrics": dumped})
+
+
+def _interrupted(exc: BaseException, run_dir: Path | None, server: str) -> None:
+    """The one line: what the benchmark had done, where its partial record is, what to run next."""
+    from servetune.cli._interrupt import report_interrupt
+
+    partial = getattr(exc, "partial", None)
+    done = (
+        f"after {partial.completed} of {partial.requests} requests completed"
+        if partial is not None
+        else "before any request was measured"
+    )
+    where = f", partial record in {run_dir}/result.json" if run_dir is not None and Path(run_dir).is_dir() else ""
+    report_interrupt(exc, f"bench stopped {done} ({server}{where})", "run the same command again to measure anew")
 
 
 def _server_line(timings, run_dir) -> str:

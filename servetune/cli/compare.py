@@ -16,6 +16,7 @@ from servetune.cli._options import (
     capacity_options,
     resolve_options,
 )
+from servetune.limits import MAX_REQUESTS
 
 _SIDES = "Configs A and B"
 _MEASURE = "Measurement"
@@ -83,7 +84,13 @@ def compare_command(
     ] = None,
     requests: Annotated[
         Optional[int],
-        typer.Option("--requests", min=1, help="Measured requests per throughput run.", rich_help_panel=_MEASURE),
+        typer.Option(
+            "--requests",
+            min=1,
+            max=MAX_REQUESTS,
+            help=f"Measured requests per throughput run (at most {MAX_REQUESTS:,}).",
+            rich_help_panel=_MEASURE,
+        ),
     ] = None,
     sglang_cmd: SglangCmdOpt = None,
     client: ClientOpt = "auto",
@@ -128,17 +135,42 @@ def compare_command(
     runner = SglangRunner(options, client=client)
     out_dir = run_dir or default_run_dir("compare")
 
+    measured: list[dict] = []
+
     def on_round(rnd: int, label: str, value: float | None, failure: str | None) -> None:
+        measured.append({"round": rnd, "config": label, "value": value, "failure": failure})
         if not as_json:
             shown = f"{value:.4g}" if value is not None else f"[{failure}]"
             typer.echo(f"round {rnd}  {label}  {shown}", err=True)
 
-    record = compare(ctx, runner, side_a, side_b, workload=spec, rounds=rounds, run_dir=Path(out_dir),
-                     objective=objective, slos=slos, search=search, requests=requests, on_round=on_round)  # fmt: skip
+    try:
+        record = compare(ctx, runner, side_a, side_b, workload=spec, rounds=rounds, run_dir=Path(out_dir),
+                         objective=objective, slos=slos, search=search, requests=requests,
+                         on_round=on_round)  # fmt: skip
+    except KeyboardInterrupt as exc:
+        _interrupted(exc, Path(out_dir), measured, rounds, side_a, side_b)
+        raise
     if as_json:
         typer.echo(json.dumps(record, indent=2))
         return
     _print(record)
+
+
+def _interrupted(exc: BaseException, out_dir: Path, measured: list[dict], rounds: int, a, b) -> None:
+    """`interrupted.json` in the comparison's directory (the measurements so far), and the one line."""
+    from servetune.cli._interrupt import report_interrupt
+    from servetune.interrupts import record
+    from servetune.launch import write_json
+
+    if out_dir.is_dir():
+        write_json(out_dir, "interrupted.json", {"interrupted": record(exc, "compare"), "rounds": rounds,
+                                                 "a": a.source, "b": b.source, "measured": measured})  # fmt: skip
+    where = f"; the measurements so far in {out_dir}/interrupted.json" if out_dir.is_dir() else ""
+    report_interrupt(
+        exc,
+        f"compare stopped after {len(measured)} of {2 * rounds} measurements (the server was stopped{where})",
+        "run the same command again to compare anew",
+    )
 
 
 def _label(source: str | None, sets: list[str] | None, no_rules: bool = False) -> str:

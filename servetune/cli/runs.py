@@ -64,12 +64,12 @@ def _as_dict(server: LiveServer) -> dict:
 
 
 def _print_table(servers: list[LiveServer], root: Path) -> None:
+    """The table, with every run name whole (`servetune stop` takes it): the run column never wraps
+    and the others wrap first; a table that cannot fit the terminal is printed wider than it."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"servers started by servetune under {root}", title_justify="left")
-    for column in ("run", "state", "pid", "port", "model", "age", "servetune pid"):
-        table.add_column(column, no_wrap=column != "run")
+    rows = []
     for s in servers:
         try:
             shown = str(s.run_dir.relative_to(root))
@@ -77,10 +77,24 @@ def _print_table(servers: list[LiveServer], root: Path) -> None:
             shown = str(s.run_dir)
         state = "[bold red]orphan[/]" if s.state == "orphan" else "running"
         pid = str(s.record.pid) if s.leader_alive else f"{s.record.pid} (gone; {len(s.pids)} left)"
-        table.add_row(
-            shown, state, pid, str(s.record.port), s.record.model or "-", _age(s.age_s), str(s.record.servetune_pid)
+        rows.append(
+            (shown, state, pid, str(s.record.port), s.record.model or "-", _age(s.age_s), str(s.record.servetune_pid))
         )
-    Console().print(table)
+    run_width = max(len("run"), *(len(row[0]) for row in rows))
+    table = Table(title=f"servers started by servetune under {root}", title_justify="left")
+    table.add_column("run", no_wrap=True, min_width=run_width, overflow="fold")
+    short = {"state": 7, "port": 5, "age": 6}  # never wrapped: "running", a port, "23h59m"
+    for column in ("state", "pid", "port", "model", "age", "servetune pid"):
+        width = short.get(column)
+        table.add_column(column, no_wrap=width is not None, min_width=width or 6, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    console = Console()
+    # the run column, the others at their narrowest, and the borders and padding
+    needed = run_width + sum(short.values()) + 3 * 6 + 7 * 3 + 1
+    if console.width < needed:
+        console = Console(width=needed)
+    console.print(table)
 
 
 def _resolve_run(run: str, root: Path) -> Path:

@@ -23,6 +23,7 @@ from servetune.cli._options import (
     parse_gpu_ids,
     resolve_options,
 )
+from servetune.limits import MAX_REQUESTS
 
 _SEARCH = "Search"
 _STUDY = "Study and storage"
@@ -224,7 +225,10 @@ def tune(
         Optional[int],
         typer.Option(
             "--requests",
-            help="Measured requests per trial (default: the workload's tune_requests, else its requests).",
+            min=1,
+            max=MAX_REQUESTS,
+            help="Measured requests per trial (default: the workload's tune_requests, else its requests); "
+            f"at most {MAX_REQUESTS:,}.",
             rich_help_panel=_RUN,
         ),
     ] = None,
@@ -251,6 +255,9 @@ def tune(
         check_output_dir(run_dir, "--run-dir")
     if out is not None:
         check_output_file(out, "--out")
+    from servetune.launch import LaunchOptions, check_launch
+
+    check_launch(LaunchOptions(**({"sglang_cmd": sglang_cmd} if sglang_cmd else {})))  # before any directory
     from servetune.tuner.progress import TuneProgress
 
     options = TuneOptions(
@@ -303,16 +310,8 @@ def tune(
     try:
         with progress:
             result = tuner.run()
-    except KeyboardInterrupt:
-        setup = tuner.setup
-        name = setup.study_name if setup is not None else "?"
-        print(f"interrupted; resume with the same command (study {name!r})", file=sys.stderr)
-        if setup is not None:
-            print(
-                f"the trials so far: servetune tune report --storage {shlex.quote(_redact(setup.storage_url))} "
-                f"--study {shlex.quote(name)}" + (" --json" if as_json else ""),
-                file=sys.stderr,
-            )
+    except KeyboardInterrupt as exc:
+        _interrupted(exc, tuner.setup, as_json)
         raise
     if out is not None:
         path = write_preset(result, out)
@@ -334,7 +333,12 @@ def report(
         Optional[str], typer.Option("--study", help="Study name (optional when the storage holds one study).")
     ] = None,
     out_dir: Annotated[
-        Optional[Path], typer.Option("--out-dir", help="Write plots (HTML; PNG with matplotlib) and summary.json here.")
+        Optional[Path],
+        typer.Option(
+            "--out-dir",
+            help="Write summary.json and plots here: HTML with its JavaScript embedded (plotly) and PNG "
+            "(matplotlib); pip install 'servetune[report]' for them.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     preset_out: Annotated[
@@ -366,6 +370,56 @@ def report(
         written = write_plots(study_obj, result, out_dir)
         for path in written:
             print(f"wrote {path}", file=sys.stderr)
+        missing = _missing_plot_libraries()
+        if missing:
+            print(f"note: no {missing}: pip install 'servetune[report]'", file=sys.stderr)
+
+
+def _interrupted(exc: BaseException, setup, as_json: bool) -> None:
+    """The one line (the study, how to resume it, how to read it), and `interrupted.json` in the
+    study's directory: the trials finished so far, the running one failed as `interrupted` and queued again."""
+    from servetune.cli._interrupt import report_interrupt
+
+    if setup is None:
+        report_interrupt(exc, "tune stopped before its study was opened", "run the same command again")
+        return
+    from servetune.interrupts import record
+    from servetune.launch import write_json
+
+    name = setup.study_name
+    try:
+        finished = sum(
+            t.state.is_finished() and (t.user_attrs.get("failure") or {}).get("class") != "interrupted"
+            for t in setup.study.get_trials(deepcopy=False)
+        )
+    except Exception:  # a study that cannot be read now is reported without its count
+        finished = None
+    report_cmd = (
+        f"servetune tune report --storage {shlex.quote(_redact(setup.storage_url))} --study {shlex.quote(name)}"
+        + (" --json" if as_json else "")
+    )
+    if Path(setup.run_dir).is_dir():
+        data = {"interrupted": record(exc, "tune"), "study": name, "storage": _redact(setup.storage_url),
+                "trials_finished": finished, "report": report_cmd}  # fmt: skip
+        write_json(Path(setup.run_dir), "interrupted.json", data)
+    count = f"{finished} trial(s) finished" if finished is not None else "the trials so far kept"
+    report_interrupt(
+        exc,
+        f"tune stopped ({count} in study {name!r}; the running trial is queued again)",
+        f"resume with the same command; read it with: {report_cmd}",
+    )
+
+
+def _missing_plot_libraries() -> str:
+    """`PNG plots (they need matplotlib)` and/or `HTML plots (they need plotly)`, for what is not installed."""
+    import importlib.util
+
+    missing = [
+        f"{kind} plots (they need {lib})"
+        for kind, lib in (("PNG", "matplotlib"), ("HTML", "plotly"))
+        if importlib.util.find_spec(lib) is None
+    ]
+    return " and no ".join(missing)
 
 
 def _redact(url: str) -> str:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from servetune.errors import SourceLocation, SpecError, UnknownNameError, did_you_mean
+from servetune.limits import MAX_GPUS_PER_NODE
 from servetune.schema.facts import GpuFacts, HardwareProfile
 from servetune.yamlio import load_yaml_with_spans, spec_error_from_validation
 
@@ -51,10 +52,11 @@ def named_profile(spec: str) -> HardwareProfile:
         )
     data = dict(profiles[name])
     if count_text:
-        if not count_text.isdigit() or int(count_text) < 1:
+        if not count_text.isdigit() or not 1 <= int(count_text) <= MAX_GPUS_PER_NODE:
             raise UnknownNameError(
-                f"GPU count must be a positive integer, but got '{count_text}' in '{spec}'",
-                help=f"write e.g. --gpu {name}:8",
+                f"GPU count must be an integer from 1 to {MAX_GPUS_PER_NODE} (GPUs on one node), "
+                f"but got '{count_text}' in '{spec}'",
+                help=f"write e.g. --gpu {name}:8; for several nodes add --nnodes N",
             )
         data["count"] = int(count_text)
     return HardwareProfile(gpu=GpuFacts(**data), source=f"named:{name}")

@@ -88,6 +88,7 @@ from servetune.launch._registry import install_signal_handlers, reap_orphan_serv
 from servetune.launch._rundir import (
     RUNS_DIR_ENV,
     default_run_dir,
+    make_dir,
     new_run_dir,
     redact_argv,
     redact_env,
@@ -129,6 +130,7 @@ __all__ = [
     "gpu_memory_used_mib",
     "install_signal_handlers",
     "live_server",
+    "make_dir",
     "new_run_dir",
     "parse_scheduler_line",
     "port_is_free",

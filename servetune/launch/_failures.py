@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Literal
 
 FailureClass = Literal[
-    "oom", "crash", "startup_timeout", "port_in_use", "bad_command", "wrong_server", "bench_error", "interrupted"
+    "oom",
+    "crash",
+    "startup_timeout",
+    "port_in_use",
+    "bad_command",
+    "wrong_server",
+    "bench_error",
+    "interrupted",
+    "stopped",
 ]
 """Every failure class a launch or a measurement (`servetune.runner`) can end in."""
 
@@ -32,6 +41,7 @@ FAILURE_PHRASE = {
     "crash": "crashed (crash)",
     "port_in_use": "its port is taken (port_in_use)",
     "bad_command": "the command or its flags were rejected (bad_command)",
+    "stopped": "stopped from outside (stopped)",
 }
 """How a `LaunchError` message names the class of a server that exited."""
 FAILURE_HELP = {
@@ -77,6 +87,19 @@ def classify_failure(exit_code: int | None, log_text: str) -> FailureClass:
     return "crash"
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""A server that died of one of these was told to stop (a user's `kill`, `servetune stop`), not crashed."""
+
+
+def is_stop(exit_code: int | None, log_text: str) -> bool:
+    """Whether a server's exit reads as a stop it was asked for: exit status 0, or death by SIGTERM,
+    SIGINT or SIGHUP (as itself or through its guard, 128 + the signal too), and no out-of-memory,
+    port or command marker in its log."""
+    if exit_code is None or classify_failure(exit_code, log_text) != "crash":
+        return False
+    return exit_code == 0 or -exit_code in STOP_SIGNALS or exit_code - 128 in STOP_SIGNALS
+
+
 def read_tail(path: Path, lines: int = 40, max_bytes: int = 65536) -> str:
     """The last `lines` lines of a log file ('' when it does not exist)."""
     try:
@@ -95,8 +118,6 @@ def describe_exit(exit_code: int | None) -> str:
     if exit_code is None:
         return "still running"
     if exit_code < 0:
-        import signal
-
         try:
             name = signal.Signals(-exit_code).name
         except ValueError:

@@ -112,6 +112,14 @@ def dir_problem(path: Path) -> str | None:
         return "is a file, not a directory" if probe == Path(path) else f"lies under the file {probe}"
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"cannot be written: {probe} is read-only"
+    if probe != Path(path):
+        # permissions do not tell everything (root in /proc, a read-only mount): try, and leave nothing
+        import tempfile
+
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".servetune-probe-", dir=probe))
+        except OSError as exc:
+            return f"cannot be created in {probe}: {exc.strerror or exc}"
     return None
 
 

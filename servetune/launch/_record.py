@@ -25,6 +25,8 @@ from servetune.launch._proc import create_time, start_ticks
 
 __all__ = [
     "RECORD_NAME",
+    "STOP_REQUEST_NAME",
+    "read_stop_request",
     "SERVER_ID_ENV",
     "LiveServer",
     "ServerRecord",
@@ -37,6 +39,9 @@ __all__ = [
 ]
 
 RECORD_NAME = "server.json"
+STOP_REQUEST_NAME = "stop-requested.json"
+"""Written by `stop_recorded_server` before its first signal: the servetune that owns the server then
+reports a stop, not a crash (`servetune launch` exits 0)."""
 SERVER_ID_ENV = "SERVETUNE_SERVER_ID"
 """Set in the server's environment (inherited by its workers): how a process left in its group is known as ours."""
 
@@ -260,6 +265,7 @@ def stop_recorded_server(run_dir: Path, grace_s: float = 10.0) -> LiveServer | N
     found = live_server(run_dir)
     if found is None:
         return None
+    _write_stop_request(run_dir, found.record)
     _signal_server(found, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
@@ -275,3 +281,25 @@ def stop_recorded_server(run_dir: Path, grace_s: float = 10.0) -> LiveServer | N
     if found.state == "orphan":
         remove_stale_lock(found.record.port)
     return found
+
+
+def _write_stop_request(run_dir: Path, record: ServerRecord) -> None:
+    """Say who stops the server (`STOP_REQUEST_NAME`), for its owner to read; best effort (a run
+    directory this user cannot write still gets its server stopped)."""
+    data = {"server_id": record.server_id, "by": "servetune stop", "pid": os.getpid(), "at": time.time()}
+    try:
+        tmp = run_dir / f".{STOP_REQUEST_NAME}.tmp"
+        tmp.write_text(json.dumps(data) + "\n")
+        tmp.replace(run_dir / STOP_REQUEST_NAME)
+    except OSError:
+        pass
+
+
+def read_stop_request(run_dir: Path, server_id: str) -> dict | None:
+    """The stop request `servetune stop` left for the server `server_id` (a stale one from an earlier
+    server of the same run directory does not count), else None."""
+    try:
+        data = json.loads((run_dir / STOP_REQUEST_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("server_id") == server_id else None

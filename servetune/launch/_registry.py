@@ -16,6 +16,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servetune import interrupts
+from servetune.launch._proc import signal_group
+
 if TYPE_CHECKING:
     from servetune.launch._server import ServerHandle
 
@@ -49,6 +52,14 @@ def _stop_all_live() -> None:
             handle.stop()
         except Exception:
             log.exception("stopping %s at exit failed", handle)
+
+
+def _kill_all_live() -> None:
+    """At a second Ctrl-C (`servetune.interrupts`): SIGKILL the group of every server this process
+    started, by its recorded id, without waiting (called from a signal handler: no lock is taken)."""
+    for handle in list(_LIVE):
+        with contextlib.suppress(Exception):
+            signal_group(handle.pgid, signal.SIGKILL)
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:
@@ -95,6 +106,7 @@ def install_signal_handlers() -> None:
 
 
 atexit.register(_stop_all_live)
+interrupts.add_force_hook(_kill_all_live)
 os.register_at_fork(after_in_child=_forget_servers_in_child)
 
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from servetune.errors import SpecError
 from servetune.secrets import REDACTED, is_secret_name, redact, redactor
 
 RUNS_DIR_ENV = "SERVETUNE_RUNS_DIR"
@@ -29,10 +30,26 @@ _SECRET_FLAG = re.compile(r"^--[a-z0-9-]*(api-key|-key|-token|secret|password)$"
 _counter = itertools.count()
 
 
-def new_run_dir(base: Path | str, kind: str) -> Path:
-    """Create and return a new, unique run directory `base/<kind>-<YYYYmmdd-HHMMSS>-<pid>-<n>`."""
-    base = Path(base)
-    base.mkdir(parents=True, exist_ok=True)
+def make_dir(path: Path | str, what: str = "run directory") -> Path:
+    """`mkdir -p path`; a path that cannot be made is a `SpecError` naming it and the reason."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(
+            f"cannot create the {what} {path}: {exc.strerror or exc}",
+            help=f"give it a path in a directory you can write (--run-dir, or ${RUNS_DIR_ENV} for the default)",
+        ) from None
+    return path
+
+
+def new_run_dir(base: Path | str, kind: str, what: str = "runs directory") -> Path:
+    """Create and return a new, unique run directory `base/<kind>-<YYYYmmdd-HHMMSS>-<pid>-<n>`.
+
+    Raises:
+        SpecError: `base` or the new directory cannot be created (naming `what`).
+    """
+    base = make_dir(base, what)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     while True:
         path = base / f"{kind}-{stamp}-{os.getpid()}-{next(_counter)}"
@@ -40,12 +57,15 @@ def new_run_dir(base: Path | str, kind: str) -> Path:
             path.mkdir()
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise SpecError(f"cannot create a run directory in the {what} {base}: {exc.strerror or exc}") from None
         return path
 
 
 def default_run_dir(kind: str) -> Path:
     """A new run directory under `$SERVETUNE_RUNS_DIR` (default `./runs`): `new_run_dir(base, kind)`."""
-    return new_run_dir(Path(os.environ.get(RUNS_DIR_ENV, "runs")), kind)
+    base = os.environ.get(RUNS_DIR_ENV)
+    return new_run_dir(Path(base or "runs"), kind, f"runs directory (${RUNS_DIR_ENV})" if base else "runs directory")
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

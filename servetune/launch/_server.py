@@ -14,10 +14,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from servetune import interrupts
 from servetune.errors import LaunchError
 from servetune.launch import _registry
 from servetune.launch._diff import ServerInfoDiff, diff_server_info
-from servetune.launch._failures import FAILURE_HELP, FAILURE_PHRASE, classify_failure, describe_exit, read_tail
+from servetune.launch._failures import (
+    FAILURE_HELP,
+    FAILURE_PHRASE,
+    classify_failure,
+    describe_exit,
+    is_stop,
+    read_tail,
+)
 from servetune.launch._gpu import visible_gpu_indices
 from servetune.launch._http import connect_host, http_get
 from servetune.launch._identity import identity_problems
@@ -25,10 +33,11 @@ from servetune.launch._options import LaunchOptions, argv_value, check_command, 
 from servetune.launch._phases import StartupPhases, read_startup_phases
 from servetune.launch._ports import PortReservation, reserve_launch_port
 from servetune.launch._proc import any_running, create_time, descendants, group_alive, signal_group
-from servetune.launch._record import SERVER_ID_ENV, new_server_id, write_server_record
+from servetune.launch._record import SERVER_ID_ENV, new_server_id, read_stop_request, write_server_record
 from servetune.launch._rundir import (
     RedactedLog,
     default_run_dir,
+    make_dir,
     write_argv,
     write_env,
     write_json,
@@ -83,6 +92,8 @@ class ServerHandle:
         self._gpu_baseline: dict[int, float] | None = None
         self._create_time = create_time(self.pid)
         self.server_log: RedactedLog | None = None
+        self.server_id: str | None = None
+        """`SERVETUNE_SERVER_ID` of the server (its `server.json`)."""
 
     def __repr__(self) -> str:
         return f"ServerHandle(pid={self.pid}, url={self.url!r}, run_dir={str(self.run_dir)!r})"
@@ -127,19 +138,44 @@ class ServerHandle:
         return read_tail(self.log_path, lines)
 
     def failure(self) -> str | None:
-        """The failure class of an exited server, None while it runs."""
+        """The failure class of an exited server (`stopped` when it was told to stop), None while it runs."""
         code = self.proc.poll()
         if code is None:
             return None
+        if self.stopped_by() is not None:
+            return "stopped"
         return classify_failure(code, self._read_tail(400))
 
+    def stopped_by(self) -> str | None:
+        """Who stopped the server, when it exited because it was told to rather than by failing:
+        `servetune stop` (its request in the run directory names it), or a signal from outside
+        (`launch._failures.is_stop`). None while it runs, after our own `stop()`, or when it failed."""
+        code = self.proc.poll()
+        if code is None or self._stopped:
+            return None
+        request = read_stop_request(self.run_dir, self.server_id) if self.server_id else None
+        if request is not None:
+            return f"`servetune stop` (pid {request.get('pid')})"
+        if is_stop(code, self._read_tail(400)):
+            return f"a signal from outside servetune ({describe_exit(code)})"
+        return None
+
     def check_alive(self) -> None:
-        """Raise `LaunchError` (classified, with the log tail) when the server has exited."""
+        """Raise `LaunchError` (classified, with the log tail; `stopped` when it was told to stop from
+        outside) when the server has exited."""
         code = self.proc.poll()
         if code is not None:
             raise self._exit_error("the server exited", code)
 
     def _exit_error(self, what: str, code: int) -> LaunchError:
+        who = self.stopped_by()
+        if who is not None:
+            return LaunchError(
+                f"{what} ({describe_exit(code)}): stopped by {who}",
+                failure="stopped",
+                exit_code=code,
+                notes=[f"server log: {self.log_path}"],
+            )
         failure = classify_failure(code, self._read_tail(400))
         return LaunchError(
             f"{what} ({describe_exit(code)}): {FAILURE_PHRASE.get(failure, failure)}",
@@ -170,6 +206,9 @@ class ServerHandle:
         deadline = started + timeout_s
         delay = 0.01
         while True:
+            signum = interrupts.requested()
+            if signum is not None:  # a worker thread's start-up: the main thread was told already
+                raise interrupts.Interrupted(signum)
             code = self.proc.poll()
             if code is not None:
                 raise self._exit_error("the server exited during start-up", code)
@@ -234,10 +273,13 @@ class ServerHandle:
         Only our own group is signalled (and descendants that left it, which we started);
         never a process found by name or by port.
 
+        A first SIGINT/SIGTERM does not break into it (`servetune.interrupts.shielded`); a second
+        one SIGKILLs the group at once.
+
         Returns:
             The server's exit status.
         """
-        with self._stop_lock:
+        with interrupts.shielded(deliver=False), self._stop_lock:
             if self._stopped:
                 return self.proc.returncode
             t0 = time.monotonic()
@@ -333,7 +375,7 @@ def start_server(
     reservation, port = reserve_launch_port(options.host, options.port)
     try:
         run_dir = Path(options.run_dir) if options.run_dir else default_run_dir("launch")
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(run_dir)
     except BaseException:
         reservation.release()
         raise
@@ -388,6 +430,7 @@ def start_server(
     )
     handle._gpu_baseline = gpu_baseline
     handle.server_log = server_log
+    handle.server_id = server_id
     handle.started_at = started_at
     _registry.track(handle)
     _registry.install_signal_handlers()

@@ -53,8 +53,10 @@ def _find_in_hf_cache(hf_id: str) -> Path | None:
 
 
 def _read_config(path: Path) -> dict[str, Any]:
+    from servetune.yamlio import decode_utf8, read_bytes
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(decode_utf8(read_bytes(path), str(path)))
     except json.JSONDecodeError as exc:
         raise SpecError(
             f"config.json is not valid JSON: {exc.msg}",
@@ -85,6 +87,15 @@ def load_model_facts(model: str) -> ModelFacts:
         UnknownNameError: Neither a directory with config.json, nor a bundled or cached model.
     """
     path = Path(model).expanduser()
+    if path.is_symlink() and not path.exists():  # a loop or a dangling link: a path, not a model name
+        from servetune.yamlio import path_problem
+
+        raise SpecError(f"cannot read model directory {model}: it is {path_problem(path)}", help="check the path")
+    if path.exists() and not path.is_dir():
+        raise SpecError(
+            f"--model {model} is a file, not a model directory",
+            help="point --model at the directory that holds config.json (or a bundled name or HF id)",
+        )
     if path.is_dir():
         config_dir = path if (path / "config.json").is_file() else _snapshot_of_cache_dir(path)
         if config_dir is None:

@@ -123,13 +123,21 @@ def evaluate(cond: Condition, lookup: Lookup, trace: list[ConditionResult] | Non
 
 
 def _describe(cond: Condition) -> str:
+    """The condition as one expression; a group inside another is parenthesized (`a and (b or c)`),
+    since `and` binds tighter than `or` and the text must mean what the rule does."""
     if isinstance(cond, Atom):
         return cond.describe()
     if isinstance(cond, AllOf):
-        return " and ".join(_describe(c) for c in cond.all) or "true"
+        return " and ".join(_operand(c) for c in cond.all) or "true"
     if isinstance(cond, AnyOf):
-        return " or ".join(_describe(c) for c in cond.any)
+        return " or ".join(_operand(c) for c in cond.any)
     return f"not ({_describe(cond.not_)})"
+
+
+def _operand(cond: Condition) -> str:
+    text = _describe(cond)
+    groups = (isinstance(cond, AllOf) and len(cond.all) > 1) or (isinstance(cond, AnyOf) and len(cond.any) > 1)
+    return f"({text})" if groups else text
 
 
 def top_level_atoms(cond: Condition) -> list[Atom]:

@@ -3,7 +3,8 @@
 `BaseRunner.measure` is the template every caller uses (`servetune bench`, the tuner's trials
 and confirmation rounds); a runner supplies `start`, which returns a `BaseServer` that can run
 the benchmark and be stopped. Failures come back as data (`Measurement.failure`), never raised,
-except Ctrl-C, which stops the server and propagates.
+except SIGINT/SIGTERM (`servetune.interrupts.Interrupted`), which stops the server, records `interrupted`
+and the partial metrics in `result.json`, and propagates.
 
 Implementations: `SglangRunner` (real processes: `servetune.launch` + `servetune.bench`), the
 stand-in runner in `servetune.testing` (the same, with the stand-in server's command), and
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from servetune import interrupts
 from servetune.errors import BenchError, LaunchError, ServetuneError
 from servetune.launch import StartupPhases
 
@@ -30,12 +32,21 @@ if TYPE_CHECKING:
     from servetune.runner._guard import RunawayGuard
     from servetune.schema.workload import Workload
 
-__all__ = ["BaseRunner", "BaseServer", "Failure", "Measurement", "RunTimings", "ShouldStop", "OnProgress"]
+__all__ = [
+    "BaseRunner",
+    "BaseServer",
+    "Failure",
+    "Measurement",
+    "OnProgress",
+    "RunTimings",
+    "ShouldStop",
+]
 
 ShouldStop = Callable[[int, Any], bool]
 """`should_stop(done, partial_metrics) -> bool`: True ends the benchmark early (pruning, Ctrl-C)."""
 OnProgress = Callable[[int, int, Any], None]
-"""`on_progress(done, total, partial_metrics)`: called as requests complete."""
+"""`on_progress(done, total, partial_metrics)`: called as requests complete (every 1/50 of the run with
+the partial metrics, and at least every second in between with None)."""
 
 
 class Failure(BaseModel):
@@ -44,7 +55,8 @@ class Failure(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     cls: str
-    """oom, crash, startup_timeout, port_in_use, bad_command, wrong_server, bench_error, error, too_slow."""
+    """oom, crash, startup_timeout, port_in_use, bad_command, wrong_server, bench_error, error, too_slow,
+    stopped (told to stop from outside: `servetune stop`, a user's SIGTERM)."""
     message: str = ""
     """What went wrong and what to do."""
     stage: str | None = None
@@ -194,7 +206,8 @@ class BaseServer(ABC):
         return None
 
     def classify_exit(self, code: int) -> str:
-        """The failure class of an exit during the benchmark (`oom` under load, else `crash`)."""
+        """The failure class of an exit during the benchmark (`oom` under load, `stopped` when told to
+        stop from outside, else `crash`)."""
         return "crash"
 
     def __enter__(self) -> BaseServer:
@@ -248,7 +261,7 @@ class BaseRunner(ABC):
         A server that dies during the benchmark is `oom` when its log shows an out-of-memory
         marker, else `crash`; a benchmark error with the server alive is `bench_error`; a
         `ServetuneError` that is not about the config (bad options, bad workload) is `error`.
-        Ctrl-C stops the server and propagates.
+        SIGINT/SIGTERM stop the server, record `interrupted` with the partial metrics, and propagate.
         """
 
         def bench(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
@@ -271,12 +284,17 @@ class BaseRunner(ABC):
 
         `body` returns (metrics, failure, more `Measurement` fields); a start failure is recorded
         without calling it (a `LaunchError` with its class, exit status and log tail; any other
-        `ServetuneError` as `error`). Ctrl-C stops the server and propagates.
+        `ServetuneError` as `error`). SIGINT/SIGTERM (`Interrupted`) stop the server, record `interrupted`
+        in `result.json` with what was measured, and propagate.
         """
         t0 = time.monotonic()
         timings = RunTimings()
         try:
             server = self.start(resolution, run_dir=run_dir, gpus=gpus)
+        except KeyboardInterrupt as exc:
+            timings.total_s = time.monotonic() - t0
+            self._record_interrupted(run_dir, exc, "start", timings)
+            raise
         except LaunchError as exc:
             timings.total_s = time.monotonic() - t0
             failure = Failure(
@@ -295,8 +313,16 @@ class BaseRunner(ABC):
         timings.startup_phases = server.startup_phases()
         try:
             metrics, failure, extra = body(server, timings)
+        except KeyboardInterrupt as exc:
+            with interrupts.shielded():
+                server.stop()
+                timings.stop_s = server.stop_s
+                timings.total_s = time.monotonic() - t0
+                self._record_interrupted(run_dir, exc, "bench", timings, url=server.url)
+            raise
         finally:
-            server.stop()
+            with interrupts.shielded(deliver=False):
+                server.stop()
             timings.stop_s = server.stop_s
             timings.total_s = time.monotonic() - t0
         out = Measurement(
@@ -309,7 +335,9 @@ class BaseRunner(ABC):
             url=server.url,
             **extra,
         )
-        return self._finish(out)
+        self._finish(out)
+        interrupts.check()  # a signal while the server stopped: the measurement is recorded whole first
+        return out
 
     def _bench(
         self,
@@ -358,7 +386,7 @@ class BaseRunner(ABC):
             code = server.wait_exit(BENCH_ERROR_EXIT_GRACE_S)
         if code is not None:
             cls = server.classify_exit(code)
-            what = "ran out of memory under load" if cls == "oom" else "died"
+            what = {"oom": "ran out of memory under load", "stopped": "was stopped from outside"}.get(cls, "died")
             message = f"the server {what} during the benchmark (exit status {code})"
             return metrics, Failure(cls=cls, stage="bench", message=message, log_tail=server.log_tail(), exit_code=code)
         if bench_error is not None:
@@ -368,6 +396,31 @@ class BaseRunner(ABC):
         if guard is not None and guard.fired:
             return metrics, Failure(cls="too_slow", stage="bench", message=guard.reason)
         return metrics, None
+
+    def _record_interrupted(
+        self, run_dir: Path | None, exc: BaseException, stage: str, timings: RunTimings, url: str | None = None
+    ) -> None:
+        """An interrupted measurement's record: `result.json` says `interrupted` (the signal, the stage)
+        and holds what was measured before it (`metrics`: the partial benchmark, or None);
+        `metrics.json` holds those partial metrics."""
+        if run_dir is None or not Path(run_dir).is_dir():
+            return
+        partial = getattr(exc, "partial", None)
+        dumped = partial.model_dump(mode="json") if hasattr(partial, "model_dump") else partial
+        record = {
+            "ok": False,
+            "interrupted": interrupts.record(exc, stage),
+            "metrics": dumped,
+            "timings": timings.model_dump(mode="json"),
+            "run_dir": str(run_dir),
+            "url": url,
+        }
+        steps = Path(run_dir) / "steps"
+        if steps.is_dir():
+            record["steps"] = sorted(p.name for p in steps.iterdir() if p.is_dir())
+        if dumped is not None:
+            self.record(Path(run_dir), "metrics.json", dumped)
+        self.record(Path(run_dir), "result.json", record)
 
     def _finish(self, result: Measurement) -> Measurement:
         """Record `metrics.json` and `result.json` in the run directory (the layout `launch` used before)."""

@@ -127,6 +127,8 @@ class SglangServer(BaseServer):
     def classify_exit(self, code: int) -> str:
         from servetune.launch import classify_failure, read_tail
 
+        if self.handle.stopped_by() is not None:
+            return "stopped"
         return classify_failure(code, read_tail(self.handle.log_path, 400))
 
 
@@ -155,10 +157,10 @@ class SglangRunner(BaseRunner):
         self.model = model
 
     def start(self, resolution: Resolution, *, run_dir: Path, gpus: Sequence[str] | None = None) -> SglangServer:
-        from servetune.launch import start_server, write_facts, write_resolved
+        from servetune.launch import make_dir, start_server, write_facts, write_resolved
 
         run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(run_dir)
         write_facts(run_dir, resolution.facts)
         write_resolved(run_dir, resolution.config)
         update: dict[str, Any] = {"run_dir": run_dir}

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servetune.errors import SpecError
+from servetune.limits import MAX_GPUS_PER_NODE, MAX_NODES
 
 Arch = Literal["sm70", "sm75", "sm80", "sm86", "sm87", "sm89", "sm90", "sm100", "sm103", "sm110", "sm120", "sm121"]
 
@@ -31,8 +32,8 @@ class GpuFacts(BaseModel):
     memory_mib: int = Field(gt=0)
     """Total memory per GPU in MiB as NVML/nvidia-smi report it (SGLang's `gpu_mem`); the
     minimum over the node's GPUs."""
-    count: int = Field(default=1, ge=1)
-    """GPUs on the node."""
+    count: int = Field(default=1, ge=1, le=MAX_GPUS_PER_NODE)
+    """GPUs on the node (at most `servetune.limits.MAX_GPUS_PER_NODE`)."""
     nvlink: bool = False
     """True when GPUs have at least one active NVLink."""
     driver_version: str | None = None
@@ -121,8 +122,8 @@ class DeploymentFacts(BaseModel):
 
     model_config = _FROZEN
 
-    nnodes: int = Field(default=1, ge=1)
-    """Nodes the server spans (`--nnodes`)."""
+    nnodes: int = Field(default=1, ge=1, le=MAX_NODES)
+    """Nodes the server spans (`--nnodes`; at most `servetune.limits.MAX_NODES`)."""
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel size (`--tp-size`)."""
 
@@ -144,6 +145,11 @@ class DeploymentFacts(BaseModel):
                 raise SpecError(
                     f"bad value for {key}={raw} (pin): expected a positive integer",
                     help=f"write e.g. --set {key}=1 (or {flag} 1)",
+                )
+            if field == "nnodes" and value > MAX_NODES:
+                raise SpecError(
+                    f"bad value for {key}={raw} (pin): a server spans at most {MAX_NODES} nodes",
+                    help=f"write e.g. --set {key}=2 (or {flag} 2)",
                 )
             values[field] = value
         return cls(**values)

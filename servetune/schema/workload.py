@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from servetune.limits import MAX_REQUESTS, MAX_WARMUP_REQUESTS
 from servetune.schema.space import ChoiceDistribution, FloatDistribution, IntDistribution
 
 _KINDS = {"int": IntDistribution, "float": FloatDistribution, "choice": ChoiceDistribution}
@@ -89,9 +90,9 @@ class Workload(BaseModel):
     """One line: what traffic this stands for."""
     kind: Literal["text", "multimodal"] = "text"
     """`multimodal` workloads send images."""
-    requests: int = Field(default=256, ge=1)
-    """Measured requests per run (`--requests N` overrides)."""
-    tune_requests: int | None = Field(default=None, ge=1)
+    requests: int = Field(default=256, ge=1, le=MAX_REQUESTS)
+    """Measured requests per run (`--requests N` overrides); at most `servetune.limits.MAX_REQUESTS`."""
+    tune_requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
     """Measured requests per trial of `servetune tune` (`--requests N` overrides); None = `requests`.
     For a study that should measure at another length than one benchmark run. Longer trials give
     the pruner more room (it decides after two waves whatever the length), but on the H200 they
@@ -107,8 +108,8 @@ class Workload(BaseModel):
     range_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
     """Lengths are drawn uniformly from `[max(1, int(len * range_ratio)), len]`, as SGLang's
     `--random-range-ratio`; 1.0 keeps them fixed."""
-    warmup_requests: int = Field(default=8, ge=0)
-    """Requests sent and discarded before measuring."""
+    warmup_requests: int = Field(default=8, ge=0, le=MAX_WARMUP_REQUESTS)
+    """Requests sent and discarded before measuring; at most `servetune.limits.MAX_WARMUP_REQUESTS`."""
     seed: int = 1
     """Seed for prompt text and lengths (images stay unique across runs regardless)."""
     images: ImageSpec | None = None

@@ -128,9 +128,15 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
     tp = int(rules_res.requested().get("tp_size") or o.tp or 1)
     name = o.study or _slug(f"{Path(str(o.model)).name}-{o.gpu or 'local'}-{workload.name}")
     run_dir = Path(o.run_dir) if o.run_dir else Path("runs") / "tune" / name
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if o.storage:
+        _storage.check_storage_url(o.storage)  # refused before any directory is made
+    made = _make_dirs(run_dir)
     storage_url = o.storage or f"sqlite:///{(run_dir / 'study.db').resolve()}"
-    storage = _storage.open_storage(storage_url)
+    try:
+        storage = _storage.open_storage(storage_url)
+    except BaseException:
+        _remove_empty(made)  # a refused study leaves no directory behind
+        raise
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     setup = StudySetup(
         options=o,
@@ -169,6 +175,30 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
     if lost:
         on_event(LostTrials(tuple(lost)))
     return setup
+
+
+def _make_dirs(path: Path) -> list[Path]:
+    """`mkdir -p path`; the directories it made, deepest first."""
+    made = []
+    for folder in [path, *path.parents]:
+        if folder.exists():
+            break
+        made.append(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _remove_empty(made)
+        raise SpecError(f"cannot create the study directory {path}: {exc.strerror or exc}") from None
+    return made
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Remove the directories `_make_dirs` made, deepest first, while they are empty."""
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _capacity(o: TuneOptions, objectives: tuple[Objective, ...], workload: Workload):

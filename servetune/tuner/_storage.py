@@ -22,7 +22,7 @@ HEARTBEAT_S = 5
 GRACE_S = 30
 MAX_RETRY = 2
 # failure classes that say nothing about the config: not deduplicated, retried when lost
-NOT_CONFIG_FAILURES = frozenset({"worker_lost", "interrupted", "port_in_use"})
+NOT_CONFIG_FAILURES = frozenset({"worker_lost", "interrupted", "port_in_use", "stopped"})
 
 
 def redact_url(url: str) -> str:
@@ -105,7 +105,8 @@ def open_storage(url: str, *, existing: bool = False):
 
     Args:
         url: sqlite:// or postgresql:// URL.
-        existing: The SQLite file must exist already (reading a study; nothing is created).
+        existing: Reading a study: the SQLite file must exist and the database must hold Optuna's
+            tables already; no table or file is created in it.
 
     Raises:
         TuningError: an unsupported, unreachable or unusable storage (`check_storage_url`).
@@ -130,6 +131,9 @@ def open_storage(url: str, *, existing: bool = False):
                 help="PostgreSQL URLs need psycopg2: pip install 'servetune[postgres]'",
             ) from None
     kwargs: dict[str, Any] = {"heartbeat_interval": HEARTBEAT_S, "grace_period": GRACE_S}
+    if existing:
+        _check_optuna_schema(url, engine_kwargs, shown)
+        kwargs["skip_table_creation"] = True  # a read creates nothing
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -142,6 +146,37 @@ def open_storage(url: str, *, existing: bool = False):
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         raise TuningError(f"cannot open storage {redact_url(url)}: {reason}", help=_STORAGE_HELP) from None
+
+
+OPTUNA_TABLES = ("studies", "trials", "version_info")
+"""Tables every Optuna RDB storage has: a database without them holds no study to read."""
+
+
+def _check_optuna_schema(url: str, engine_kwargs: dict[str, Any], shown: str) -> None:
+    """Refuse to read a database without Optuna's tables (a read must not create them there); an
+    SQLite file is opened read-only for the look."""
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.exc import SQLAlchemyError
+
+    look = url
+    connect_args = dict(engine_kwargs.get("connect_args") or {})
+    if url.startswith("sqlite"):
+        path = url.split("://", 1)[1].split("?", 1)[0][1:]
+        look = f"sqlite:///file:{path}?mode=ro&uri=true"
+    try:
+        engine = create_engine(look, connect_args=connect_args)
+        try:
+            missing = [t for t in OPTUNA_TABLES if not inspect(engine).has_table(t)]
+        finally:
+            engine.dispose()
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise TuningError(f"cannot read storage {shown}: {reason}", help=_STORAGE_HELP) from None
+    if missing:
+        raise TuningError(
+            f"{shown} holds no Optuna study (no {', '.join(missing)} table); nothing was written to it",
+            help="pass the storage a `servetune tune` run used (runs/tune/<study>/study.db by default)",
+        )
 
 
 def _create_rdb_storage(

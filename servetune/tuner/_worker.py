@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from servetune import interrupts
 from servetune.tuner import _budget, _local, _model, _storage
 from servetune.tuner._evaluate import Slot
 from servetune.tuner._trial import TrialDriver, launches
@@ -61,13 +62,20 @@ class SlotWorkers:
         for th in threads:
             th.start()
         try:
-            while any(th.is_alive() for th in threads):
-                for th in threads:
-                    th.join(timeout=0.2)
+            # a signal raised inside join() marks a thread that still runs as stopped (CPython gh-90882), and the
+            # process would then exit under it: the main thread waits shielded and raises the interrupt itself
+            with interrupts.shielded(deliver=False):
+                while any(th.is_alive() for th in threads) and interrupts.requested() is None:
+                    for th in threads:
+                        th.join(timeout=0.2)
+            signum = interrupts.requested()
+            if signum is not None:
+                raise interrupts.Interrupted(signum)
         except KeyboardInterrupt:
             self.stop.set()
-            for th in threads:
-                th.join()
+            with interrupts.shielded(deliver=False):
+                for th in threads:
+                    th.join()
             raise
         if self._error is not None:
             raise self._error

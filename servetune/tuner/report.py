@@ -199,7 +199,8 @@ def _bench_split(tt: dict[str, Any]) -> str:
 
 
 def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:
-    """HTML (plotly) and PNG (matplotlib) plots plus summary.json; skips what is not installed."""
+    """HTML (plotly, its JavaScript embedded: the file works offline) and PNG (matplotlib) plots plus
+    summary.json; skips what is not installed (`servetune tune report` says so)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json"]
@@ -228,7 +229,7 @@ def write_plots(study, result: TuneResult, out_dir: str | Path) -> list[Path]:
             try:
                 fig = getattr(optuna.visualization, func)(study, **kwargs)
                 path = out / f"{fname}.html"
-                fig.write_html(str(path), include_plotlyjs="cdn")
+                fig.write_html(str(path), include_plotlyjs=True)  # embedded: GPU nodes are often offline
                 written.append(path)
             except (ImportError, ValueError, RuntimeError, TypeError, ZeroDivisionError):
                 pass

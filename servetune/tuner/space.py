@@ -24,14 +24,15 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from servetune.catalog.ranges import value_range
-from servetune.errors import SpecError, UnknownNameError, did_you_mean
+from servetune.errors import SourceLocation, SpecError, UnknownNameError, did_you_mean
 from servetune.schema.catalog import Catalog
 from servetune.schema.space import (
     ChoiceDistribution,
     Distribution,
     FloatDistribution,
+    IntDistribution,
 )
-from servetune.yamlio import load_yaml
+from servetune.yamlio import load_yaml_with_spans
 
 _DISTRIBUTION = TypeAdapter(Distribution)
 _COMPACT = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<kind>int|float|choice)\s*\((?P<args>.*)\)\s*$")
@@ -67,19 +68,54 @@ class ResolvedSpace:
         }
 
 
-def parse_distribution(value: Any, *, where: str) -> Distribution:
-    """A YAML mapping (`{int: [1, 8]}`) or compact string (`int(1,8)`) as a distribution."""
+def parse_distribution(value: Any, *, where: str, location: SourceLocation | None = None) -> Distribution:
+    """A YAML mapping (`{int: [1, 8]}`) or compact string (`int(1,8)`) as a distribution; a bad one is
+    a `SpecError` saying what is wrong in the space's own words (at `location` when it comes from a file)."""
     if isinstance(value, str):
         return parse_compact(f"x={value}", where=where)[1]
     try:
         return _DISTRIBUTION.validate_python(value)
     except ValidationError as exc:
         raise SpecError(
-            f"invalid distribution {value!r}",
+            f"invalid distribution {value!r}: {_distribution_problem(value, exc)}",
+            location=location,
             key_path=where,
             help="write {int: [low, high]}, {float: [low, high], step: 0.01}, {choice: [a, b]} (optional log: true)",
-            notes=[_first_error(exc)],
         ) from None
+
+
+_KIND_MODELS = {"int": IntDistribution, "float": FloatDistribution, "choice": ChoiceDistribution}
+
+
+def _distribution_problem(value: Any, exc: ValidationError) -> str:
+    """What is wrong with a distribution, with no validator names: the kind key, a bound, an option."""
+    if not isinstance(value, dict):
+        return f"expected a mapping such as {{int: [low, high]}}, but got {type(value).__name__}"
+    kinds = [k for k in _KIND_MODELS if k in value]
+    if len(kinds) != 1:
+        return f"a distribution has exactly one of the keys int, float, choice, but got {', '.join(map(str, value))}"
+    model = _KIND_MODELS[kinds[0]]
+    try:
+        model.model_validate(value)
+    except ValidationError as inner:
+        exc = inner
+    err = exc.errors()[0]
+    path = [part for part in err.get("loc", ()) if isinstance(part, int) or part in value or part in _KIND_MODELS]
+    where = "".join(
+        f"[{part}]" if isinstance(part, int) else (f".{part}" if i else part) for i, part in enumerate(path)
+    )
+    kind = err.get("type")
+    if kind == "extra_forbidden":
+        allowed = ", ".join(f.alias or n for n, f in model.model_fields.items())
+        return f"unknown key '{path[-1] if path else '?'}' (`{kinds[0]}` distributions take {allowed})"
+    if kinds[0] == "choice" and kind == "too_short":
+        return "`choice` needs at least one value"
+    if kind in ("missing", "too_short", "too_long"):
+        return f"`{kinds[0]}` takes two bounds, [low, high]"
+    got = err.get("input")
+    message = str(err.get("msg", "invalid")).replace("Value error, ", "")
+    shown = f", but got {got!r}" if not isinstance(got, (dict, list, tuple)) and "but got" not in message else ""
+    return f"{where + ': ' if where else ''}{message}{shown}"
 
 
 def parse_compact(text: str, *, where: str = "--space-set") -> tuple[str, Distribution]:
@@ -117,20 +153,35 @@ def parse_compact(text: str, *, where: str = "--space-set") -> tuple[str, Distri
 
 def load_space_file(path: str | Path) -> dict[str, Distribution]:
     """The `tune:` block of a YAML file (a space file, a preset or a workload), or of a shipped space
-    named instead of a path (`capacity-vlm`); a bare mapping also works."""
+    named instead of a path (`capacity-vlm`); a bare mapping also works. Errors name the file, line and
+    column and the key path (`tune.NAME`)."""
     p = Path(path)
-    if not p.is_file() and str(path) in shipped_spaces():
+    if not p.exists() and not p.is_symlink() and str(path) in shipped_spaces():
         return load_shipped_space(str(path))
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         raise SpecError(
             f"search-space file not found: {p}",
             help=f"pass a YAML file with a `tune:` mapping, or a shipped space: {', '.join(shipped_spaces())}",
         )
-    data = load_yaml(p) or {}  # bounded: a user's file (aliases, size and nodes capped)
+    data, spans = load_yaml_with_spans(p)  # bounded: a user's file (aliases, size and nodes capped)
+    data = data or {}
+    nested = isinstance(data, dict) and "tune" in data
     tune = data.get("tune", data) if isinstance(data, dict) else None
     if not isinstance(tune, dict) or not tune:
-        raise SpecError(f"{p}: expected a non-empty `tune:` mapping", help="see servetune/data/spaces/*.yaml")
-    return {str(name): parse_distribution(value, where=f"{p}: tune.{name}") for name, value in tune.items()}
+        raise SpecError(
+            f"{p}: expected a non-empty `tune:` mapping",
+            location=SourceLocation(str(p), 1, 1),
+            help="see servetune/data/spaces/*.yaml",
+        )
+    prefix = ("tune",) if nested else ()
+    return {
+        str(name): parse_distribution(
+            value,
+            where=".".join([*prefix, str(name)]),
+            location=spans.nearest((*prefix, name), SourceLocation(str(p))),
+        )
+        for name, value in tune.items()
+    }
 
 
 def default_space_name(workload_name: str | None, workload_kind: str) -> str:
@@ -291,9 +342,3 @@ def _range_problem(name: str, dist: Any, where: str) -> SpecError | None:
 def _scalar(text: str) -> Any:
     value = yaml.safe_load(text) if text else None
     return value if value is None or isinstance(value, (str, int, float, bool)) else text
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()))
-    return f"{loc}: {err['msg']}" if loc else err["msg"]

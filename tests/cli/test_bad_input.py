@@ -35,6 +35,16 @@ FILES = {
     "preset_bad.yaml": "name: p\nsummary: s\nset:\n  radix_eviction_policy: lru\nmade_for: {gpu: h200, modle: x}\n",
     "hw_bad.yaml": "gpu:\n  name: X\n  arch: sm91\n  memory_mib: 1000\n",
     "hw_type.yaml": "gpu:\n  name: X\n  arch: sm90\n  memory_mib: lots\n",
+    "preset_negative.yaml": "name: p\nsummary: s\nset:\n  max_running_requests: -5\n",
+    "preset_lots.yaml": "name: p\nsummary: s\nset:\n  stream_interval: 2\n  max_running_requests: lots\n",
+    "preset_fraction.yaml": "name: p\nsummary: s\nset:\n  mem_fraction_static: 1.5\n",
+    "preset_tune_range.yaml": "name: p\nsummary: s\ntune:\n  max_running_requests: {int: [0, 64]}\n",
+    "duplicate.yaml": (
+        "rules:\n  - id: my-rule\n    summary: s\n    why: w\n    set:\n      stream_interval: 2\n"
+        "      max_running_requests: 4\n      stream_interval: 4\n"
+    ),
+    "workload_tune.yaml": ("name: w\nsummary: s\nkind: text\ntune:\n  mem_fraction_static: {float: [0.7, 1.2]}\n"),
+    "hw_many.yaml": "gpu:\n  name: X\n  arch: sm90\n  memory_mib: 1000\n  count: 100000\n",
 }
 
 # libyaml (used when PyYAML has it, as its wheels do) and pure-Python PyYAML word the problem differently.
@@ -158,8 +168,30 @@ CASES = [
     (
         "bad GPU count",
         ["--gpu", "h200:x", "NO_GPU"],
-        "error[unknown-name]: GPU count must be a positive integer, but got 'x' in 'h200:x'\n"
-        "   = help: write e.g. --gpu h200:8",
+        "error[unknown-name]: GPU count must be an integer from 1 to 64 (GPUs on one node), but got 'x' in 'h200:x'\n"
+        "   = help: write e.g. --gpu h200:8; for several nodes add --nnodes N",
+    ),
+    (
+        "GPU count beyond a node",
+        ["--gpu", "h200:99999999999999999999", "NO_GPU"],
+        "error[unknown-name]: GPU count must be an integer from 1 to 64 (GPUs on one node), but got "
+        "'99999999999999999999' in 'h200:99999999999999999999'\n"
+        "   = help: write e.g. --gpu h200:8; for several nodes add --nnodes N",
+    ),
+    (
+        "tensor parallel beyond the GPUs",
+        ["--tp", "16"],
+        "error[invalid-spec]: tp_size=16 (pin cli --set) needs 16 GPUs, but the target has 1: 1 x NVIDIA H200\n"
+        "   = help: lower --tp/--set dp_size, or name the node you launch on: --gpu NAME:16 (or --hardware FILE, "
+        "or --nnodes N)",
+    ),
+    (
+        "data parallel beyond the GPUs",
+        ["--gpu", "h200:8", "NO_GPU", "--tp", "4", "--set", "dp_size=4"],
+        "error[invalid-spec]: tp_size=4 (pin cli --set) x dp_size=4 (pin cli --set) needs 16 GPUs, but the target "
+        "has 8: 8 x NVIDIA H200\n"
+        "   = help: lower --tp/--set dp_size, or name the node you launch on: --gpu NAME:16 (or --hardware FILE, "
+        "or --nnodes N)",
     ),
     (
         "unknown model",
@@ -205,6 +237,69 @@ CASES = [
         "mem_fraction_static must be > 0 and < 1 (a share of each GPU's memory for weights and the KV pool; "
         "1 or more leaves nothing for activations)\n"
         "   = help: --mem-fraction-static takes a number > 0 and < 1",
+    ),
+    (
+        "preset value below its range",
+        ["--preset", "{d}/preset_negative.yaml"],
+        "error[invalid-spec]: max_running_requests: -5 is a value no SGLang release accepts (0.5.23, 0.5.17, 0.5.10): "
+        "-5 is out of range: max_running_requests must be >= 1 (a count of requests running at once; 0 would never "
+        "schedule one)\n"
+        "  --> {d}/preset_negative.yaml:4:3\n"
+        "   = at key: set.max_running_requests\n"
+        "   = help: --max-running-requests takes an integer >= 1",
+    ),
+    (
+        "preset value of the wrong type",
+        ["--preset", "{d}/preset_lots.yaml"],
+        "error[invalid-spec]: max_running_requests: 'lots' is a value no SGLang release accepts (0.5.23, 0.5.17, "
+        "0.5.10): expected an integer, but got 'lots'\n"
+        "  --> {d}/preset_lots.yaml:5:3\n"
+        "   = at key: set.max_running_requests\n"
+        "   = help: --max-running-requests takes an integer >= 1",
+    ),
+    (
+        "preset fraction above one",
+        ["--preset", "{d}/preset_fraction.yaml"],
+        "error[invalid-spec]: mem_fraction_static: 1.5 is a value no SGLang release accepts (0.5.23, 0.5.17, 0.5.10): "
+        "1.5 is out of range: mem_fraction_static must be > 0 and < 1 (a share of each GPU's memory for weights and "
+        "the KV pool; 1 or more leaves nothing for activations)\n"
+        "  --> {d}/preset_fraction.yaml:4:3\n"
+        "   = at key: set.mem_fraction_static\n"
+        "   = help: --mem-fraction-static takes a number > 0 and < 1",
+    ),
+    (
+        "preset search range out of the field's range",
+        ["--preset", "{d}/preset_tune_range.yaml"],
+        "error[invalid-spec]: max_running_requests: 0 out of range: it must be >= 1 (a count of requests running at "
+        "once; 0 would never schedule one)\n"
+        "  --> {d}/preset_tune_range.yaml:4:3\n"
+        "   = at key: tune.max_running_requests\n"
+        "   = help: narrow the range",
+    ),
+    (
+        "workload search range out of the field's range",
+        ["--workload", "{d}/workload_tune.yaml"],
+        "error[invalid-spec]: mem_fraction_static: 1.2 out of range: it must be > 0 and < 1 (a share of each GPU's "
+        "memory for weights and the KV pool; 1 or more leaves nothing for activations)\n"
+        "  --> {d}/workload_tune.yaml:5:3\n"
+        "   = at key: tune.mem_fraction_static\n"
+        "   = help: narrow the range",
+    ),
+    (
+        "duplicate YAML key",
+        ["--rules", "{d}/duplicate.yaml"],
+        "error[invalid-spec]: duplicate key 'stream_interval': line 6 and line 8 both set it\n"
+        "  --> {d}/duplicate.yaml:8:7\n"
+        "   = at key: rules[0].set.stream_interval\n"
+        "   = help: keep one of them (YAML parsers keep the last one silently; servetune refuses), first at "
+        "{d}/duplicate.yaml:6:7",
+    ),
+    (
+        "hardware profile with more GPUs than a node",
+        ["--hardware", "{d}/hw_many.yaml", "NO_GPU"],
+        "error[invalid-spec]: Input should be less than or equal to 64, but got 100000\n"
+        "  --> {d}/hw_many.yaml:5:3\n"
+        "   = at key: gpu.count",
     ),
     (
         "--env with a field name",

@@ -41,6 +41,10 @@ class Case:
     """Run in a subprocess with stdout sent to this file (e.g. /dev/full)."""
     absent: str | None = None
     """A path ({d}-relative) the command must not create."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment variables set for the run (over the test's own)."""
+    also: str | None = None
+    """A second text the message must hold (the reason, besides the input named)."""
 
 
 def _model(config: bytes | str | dict | list) -> bytes:
@@ -85,6 +89,25 @@ FILES: dict[str, bytes | str] = {
     "run_badshape/server_info_diff.json": '{"fields": 3}',
 }
 DIRS = ("adir",)
+LINKS = {"loop": "loop", "dangling": "nowhere-at-all"}
+"""Symbolic links: a loop (to itself) and one that points nowhere."""
+LATIN1 = b"# \xe9t\xe9\n"  # 'été' in Latin-1: byte 0xe9 at offset 2 of line 1, column 3
+FILES.update(
+    {
+        "latin_preset.yaml": b"name: p\nsummary: s\nset:\n  stream_interval: 2  # caf\xe9\n",
+        "latin_rules.yaml": LATIN1 + b"rules: []\n",
+        "latin_workload.yaml": b"name: w\nsummary: s\nkind: text\n" + LATIN1,
+        "latin_hw.yaml": b"gpu:\n  name: H\xe9\n",
+        "latin_space.yaml": b"summary: s\ntune:\n" + LATIN1,
+        "sp_one_bound.yaml": "summary: s\ntune:\n  max_running_requests: {int: [1]}\n",
+        "sp_unknown_option.yaml": "summary: s\ntune:\n  max_running_requests: {int: [8, 64], lg: true}\n",
+        "sp_no_kind.yaml": "summary: s\ntune:\n  max_running_requests: {floaty: [8, 64]}\n",
+        "sp_bad_bound.yaml": "summary: s\ntune:\n  max_running_requests: {int: [a, 64]}\n",
+        "sp_scalar.yaml": "summary: s\ntune:\n  max_running_requests: 5\n",
+        "sp_empty_choice.yaml": "summary: s\ntune:\n  schedule_policy: {choice: []}\n",
+    }
+)
+_PYDANTIC_INTERNALS = ("function-after", "IntDistribution", "FloatDistribution", "ChoiceDistribution", "Field required")
 
 
 def _case(name: str, argv: tuple[str, ...] | list[str], names: str, **kw) -> Case:
@@ -379,7 +402,65 @@ CASES = [
         ("tune", "report", "--storage", "postgresql://u@127.0.0.1:1/db"),
         "127.0.0.1:1",
     ),  # fmt: skip
-]
+    # symlink loops and dangling links: a path, said to be one, never an unknown name or a traceback
+    _case("--hardware a symlink loop", ("resolve", "--model", "qwen3-8b", "--hardware", "{d}/loop"), "{d}/loop",
+          also="symlink loop"),
+    _case("--rules a symlink loop", ("resolve", *BASE, "--rules", "{d}/loop"), "{d}/loop", also="symlink loop"),
+    _case("--preset a symlink loop", ("resolve", *BASE, "--preset", "{d}/loop"), "{d}/loop", also="symlink loop"),
+    _case("--workload a symlink loop", ("resolve", *BASE, "--workload", "{d}/loop"), "{d}/loop", also="symlink loop"),
+    _case("--model a symlink loop", ("resolve", "--model", "{d}/loop", "--gpu", "h200"), "{d}/loop",
+          also="symlink loop"),
+    _case("tune --space a symlink loop", (*TUNE, "--space", "{d}/loop"), "{d}/loop", also="symlink loop"),
+    _case("bench --workload a symlink loop", (*BENCH_URL[:1], "--url", "http://127.0.0.1:1", "--workload", "{d}/loop"),
+          "{d}/loop", also="symlink loop"),
+    _case("--preset a dangling link", ("resolve", *BASE, "--preset", "{d}/dangling"), "{d}/dangling",
+          also="broken symlink (to nowhere-at-all)"),
+    _case("--model a dangling link", ("resolve", "--model", "{d}/dangling", "--gpu", "h200"), "{d}/dangling",
+          also="broken symlink"),
+    # files that are not UTF-8: the byte, its offset, line and column
+    _case("--preset not UTF-8", ("resolve", *BASE, "--preset", "{d}/latin_preset.yaml"),
+          "{d}/latin_preset.yaml:4:28", also="byte 0xe9 at offset 51 (line 4, column 28)"),
+    _case("--rules not UTF-8", ("resolve", *BASE, "--rules", "{d}/latin_rules.yaml"), "{d}/latin_rules.yaml:1:3",
+          also="byte 0xe9 at offset 2 (line 1, column 3)"),
+    _case("--workload not UTF-8", ("resolve", *BASE, "--workload", "{d}/latin_workload.yaml"),
+          "{d}/latin_workload.yaml:4:3", also="is not UTF-8 text"),
+    _case("--hardware not UTF-8", ("resolve", "--model", "qwen3-8b", "--hardware", "{d}/latin_hw.yaml"),
+          "{d}/latin_hw.yaml:2:10", also="byte 0xe9"),
+    _case("tune --space not UTF-8", (*TUNE, "--space", "{d}/latin_space.yaml"), "{d}/latin_space.yaml:3:3",
+          also="is not UTF-8 text"),
+    # directories where a file is expected
+    _case("--workload a directory", ("resolve", *BASE, "--workload", "{d}/adir"), "{d}/adir",
+          also="a directory, not a file"),
+    _case("tune --space a directory", (*TUNE, "--space", "{d}/adir"), "{d}/adir", also="a directory, not a file"),
+    _case("--model a file", ("resolve", "--model", "{d}/afile", "--gpu", "h200"), "{d}/afile",
+          also="not a model directory"),
+    # run directories that cannot be made, given or from $SERVETUNE_RUNS_DIR
+    _case("bench --run-dir uncreatable", ("bench", *BASE, "--workload", "text-chat", *NO_LAUNCH, "--run-dir",
+          "/proc/nope/x"), "/proc/nope/x", also="cannot be created in /proc"),
+    _case("launch --run-dir uncreatable", ("launch", *BASE, *NO_LAUNCH, "--run-dir", "/proc/nope/x"), "/proc/nope/x",
+          also="cannot be created in /proc"),
+    _case("tune --run-dir uncreatable", (*TUNE, "--run-dir", "/proc/nope/x"), "/proc/nope/x",
+          also="cannot be created in /proc"),
+    _case("compare --run-dir uncreatable", ("compare", *BASE, *NO_LAUNCH, "--a-no-rules", "--run-dir", "/proc/nope/x"),
+          "/proc/nope/x", also="cannot be created in /proc"),
+    _case("bench with SERVETUNE_RUNS_DIR uncreatable", ("bench", *BASE, "--workload", "text-chat", *NO_LAUNCH),
+          "/proc/nope", also="$SERVETUNE_RUNS_DIR", env=(("SERVETUNE_RUNS_DIR", "/proc/nope"),)),
+    _case("launch with SERVETUNE_RUNS_DIR uncreatable", ("launch", *BASE, *NO_LAUNCH), "/proc/nope",
+          also="$SERVETUNE_RUNS_DIR", env=(("SERVETUNE_RUNS_DIR", "/proc/nope"),)),
+    # search-space files: file:line:col and the key path, in the space's own words
+    _case("tune --space one bound", (*TUNE, "--space", "{d}/sp_one_bound.yaml"), "{d}/sp_one_bound.yaml:3:3",
+          also="`int` takes two bounds, [low, high]"),
+    _case("tune --space unknown option", (*TUNE, "--space", "{d}/sp_unknown_option.yaml"),
+          "{d}/sp_unknown_option.yaml:3:3", also="unknown key 'lg'"),
+    _case("tune --space no kind", (*TUNE, "--space", "{d}/sp_no_kind.yaml"), "{d}/sp_no_kind.yaml:3:3",
+          also="exactly one of the keys int, float, choice"),
+    _case("tune --space bad bound", (*TUNE, "--space", "{d}/sp_bad_bound.yaml"), "{d}/sp_bad_bound.yaml:3:3",
+          also="tune.max_running_requests"),
+    _case("tune --space a scalar", (*TUNE, "--space", "{d}/sp_scalar.yaml"), "{d}/sp_scalar.yaml:3:3",
+          also="expected a mapping"),
+    _case("tune --space empty choice", (*TUNE, "--space", "{d}/sp_empty_choice.yaml"),
+          "{d}/sp_empty_choice.yaml:3:3", also="`choice` needs at least one value"),
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -394,6 +475,8 @@ def corpus(tmp_path_factory) -> Path:
             path.write_text(content)
     for rel in DIRS:
         (d / rel).mkdir()
+    for rel, target in LINKS.items():
+        (d / rel).symlink_to(target)
     return d
 
 
@@ -421,12 +504,17 @@ def test_bad_input_is_a_clear_error(case, corpus, capsys, monkeypatch, tmp_path)
     monkeypatch.delenv("SERVETUNE_SGLANG_CMD", raising=False)
     if case.argv[0] not in typer.main.get_command(app).commands:
         pytest.skip(f"`servetune {case.argv[0]}` is not registered")
+    for key, value in case.env:
+        monkeypatch.setenv(key, value)
     argv = [a.replace("{d}", str(corpus)) for a in case.argv]
     code, output = _run(case, argv, capsys, dict(os.environ))
     assert "Traceback" not in output, output
     assert "this is a bug" not in output, output
     assert code in case.codes, f"exit {code}:\n{output}"
     assert case.names.replace("{d}", str(corpus)) in output, output
+    if case.also is not None:
+        assert case.also in output, output
+    assert not any(internal in output for internal in _PYDANTIC_INTERNALS), output
     if case.absent is not None:
         assert not (corpus / case.absent).exists()
 

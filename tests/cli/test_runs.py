@@ -162,3 +162,82 @@ def test_stop_of_a_directory_without_a_record_says_where_to_look(tmp_path, capsy
     """A name that is no recorded run directory: exit 1, pointing at `servetune runs`."""
     code, _, err = _cli(capsys, "stop", "nope", "--runs-dir", str(tmp_path))
     assert code == 1 and "servetune runs" in err and "server.json" in err
+
+
+LONG_NAME = "tune/qwen3-vl-30b-a3b-instruct-h200x8-single-image-stream-with-a-long-study-name/trial-0001"
+
+
+@pytest.mark.parametrize("columns", ["80", "40"])
+def test_runs_shows_every_run_name_whole_in_a_pipe_at_any_width(tmp_path, columns):
+    """At 80 or 40 columns and in a pipe the run column is never cut: the other columns wrap first, and
+    the name printed is one `servetune stop` takes."""
+    root = tmp_path / "runs"
+    with start_server(["--model-path", "standin/long-name"], {}, {}, _options(root / LONG_NAME)) as server:
+        env = {**os.environ, "COLUMNS": columns}
+        out = subprocess.run(
+            [sys.executable, "-m", "servetune", "runs", "--runs-dir", str(root)],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert any(LONG_NAME in line for line in out.stdout.splitlines()), out.stdout
+        assert str(server.port) in out.stdout
+        stop = subprocess.run(
+            [sys.executable, "-m", "servetune", "stop", LONG_NAME, "--runs-dir", str(root), "--grace", "3"],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+        assert stop.returncode == 0, stop.stderr
+        assert _wait(lambda: server.exit_code is not None, 5)
+
+
+def _launch(tmp_path: Path, run_dir: Path, knobs: dict[str, str] | None = None) -> subprocess.Popen:
+    from servetune.launch import reserve_free_port
+
+    reservation = reserve_free_port("127.0.0.1")
+    port = reservation.port
+    reservation.release()
+    env = {**os.environ, **{f"SERVETUNE_STANDIN_{k}": v for k, v in (knobs or {}).items()}}
+    args = ["launch", "-m", "qwen3-8b", "--gpu", "h200", "--sglang-cmd", " ".join(STANDIN), "--port", str(port),
+            "--run-dir", str(run_dir), "--quiet"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "servetune", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    while True:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        if "serving; Ctrl-C" in line:
+            return proc
+
+
+def test_servetune_stop_is_a_stop_for_the_launch_that_owns_the_server(tmp_path):
+    """`servetune stop RUN` on a foreground launch: the launch says who stopped it and exits 0 (no
+    `crash`), and its result.json says `stopped`."""
+    root = tmp_path / "runs"
+    proc = _launch(tmp_path, root / "launch-demo", {"CHILDREN": "1"})
+    pid = json.loads((root / "launch-demo" / "server.json").read_text())["pid"]
+    stop = subprocess.run(
+        [sys.executable, "-m", "servetune", "stop", "launch-demo", "--runs-dir", str(root)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert stop.returncode == 0, stop.stderr
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "stopped by `servetune stop` (pid" in err and "crash" not in err and "error" not in err
+    result = json.loads((root / "launch-demo" / "result.json").read_text())
+    assert result["ended"] == "stopped"
+    assert not _group_alive(pid)
+
+
+def test_a_users_sigterm_to_the_server_is_a_stop_and_sigkill_is_a_crash(tmp_path):
+    """The server ended by SIGTERM from outside: the launch reports a stop, exit 0. Killed by SIGKILL
+    (as the kernel's OOM killer does): still a crash, exit 1."""
+    run_dir = tmp_path / "term"
+    proc = _launch(tmp_path, run_dir)
+    os.killpg(json.loads((run_dir / "server.json").read_text())["pid"], signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "stopped by a signal from outside servetune" in err and "crash" not in err
+    run_dir = tmp_path / "kill"
+    proc = _launch(tmp_path, run_dir)
+    os.killpg(json.loads((run_dir / "server.json").read_text())["pid"], signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "error[launch]" in err and "crash" in err, err

@@ -46,6 +46,8 @@ def _resolutions(version: str):
 
         catalog = load_catalog(version)
         pins = [p for p in pins if p.split("=")[0] in catalog.fields]
+        if "tp_size=2" in pins and ":" not in gpu:
+            gpu = f"{gpu}:2"  # a launch over two GPUs is for a node that has them
         out.append(resolve_launch(model, gpu=gpu, sglang_version=version, sets=pins, workload=workload))
     return out
 

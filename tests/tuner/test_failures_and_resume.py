@@ -146,7 +146,7 @@ def test_ctrl_c_stops_the_server_marks_the_trial_interrupted_and_resume_retries_
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert "interrupted; resume with the same command" in err
+    assert "interrupted by SIGINT: tune stopped" in err and "resume with the same command" in err
     assert f"servetune tune report --storage {storage}" in err and "--json" in err
     assert _wait(lambda: not _alive(running_pid[0]), 10), "the interrupted trial's server is still running"
     before = {t.number: t for t in load_trials(storage)}
