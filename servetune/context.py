@@ -19,9 +19,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from servetune.errors import SpecError, did_you_mean
+from servetune.options import opt
 from servetune.schema.catalog import Catalog
 from servetune.schema.decision import ResolvedConfig
 from servetune.schema.facts import (
@@ -176,6 +177,89 @@ def _register_secrets(catalog: Catalog, values: Mapping[str, Any]) -> None:
         spec = catalog.fields.get(key) or catalog.env.get(key)
         if (spec is not None and spec.secret) or (spec is None and is_secret_name(key)):
             register(str(value))
+
+
+HW, MODEL, WORK = "Hardware", "Model", "Workload"
+"""The `--help` panels of the resolve options."""
+RULES = opt("--rules", panel=MODEL, help="Extra rule file (repeatable), checked and applied with the built-in ones.")
+
+
+@dataclass(kw_only=True)
+class ResolveOptions:
+    """What a launch is resolved from (`Context.build`), as every command that resolves one takes it:
+    resolve, explain, launch, bench, compare and tune (the study's `TuneOptions` extends it)."""
+
+    model: Annotated[
+        str | None,
+        opt(
+            "--model", "-m", panel=MODEL,
+            help="Bundled model name, HF id, or local model directory (holding config.json); with bench --url, "
+            "the model id to request (default: the server's first).",
+        ),
+    ] = None  # fmt: skip
+    gpu: Annotated[
+        str | None,
+        opt(
+            "--gpu", panel=HW,
+            help="Named GPU profile, e.g. h200 or h100-sxm:8 (see `servetune hardware --list`). Without "
+            "--gpu/--hardware, NVML detects this machine's GPUs.",
+        ),
+    ] = None  # fmt: skip
+    hardware: Annotated[
+        Path | None, opt("--hardware", panel=HW, help="Hardware profile file written by `servetune hardware --save`.")
+    ] = None
+    workload: Annotated[
+        str | None,
+        opt(
+            "--workload", "-w", panel=WORK,
+            help="Workload name (`servetune workloads list`) or file: what bench and compare send, what a study "
+            "measures (default text-chat) and its tune: block, and facts the rules read (single-use vs repeated "
+            "images).",
+        ),
+    ] = None  # fmt: skip
+    sglang_version: Annotated[
+        str | None,
+        opt(
+            "--sglang-version", panel=MODEL,
+            help="Target SGLang version (default: the installed SGLang if it has a catalog, else the newest catalog).",
+        ),
+    ] = None  # fmt: skip
+    preset: Annotated[
+        str | None,
+        opt(
+            "--preset", "-p", panel=MODEL,
+            help="Preset name or file, applied above the rules and below --set (under a study's trials; its tune: "
+            "block adds to the space).",
+        ),
+    ] = None  # fmt: skip
+    sets: Annotated[
+        tuple[str, ...],
+        opt(
+            "--set", "-s", panel=MODEL,
+            help="Pin an SGLang field: FIELD=VALUE (repeatable). Pins win over everything but `require` rules.",
+        ),
+    ] = ()  # fmt: skip
+    envs: Annotated[
+        tuple[str, ...], opt("--env", "-e", panel=MODEL, help="Pin an env var: NAME=VALUE (repeatable).")
+    ] = ()
+    nnodes: Annotated[int | None, opt("--nnodes", min=1, panel=HW, help="Nodes the server spans (pins nnodes).")] = None
+    tp: Annotated[int | None, opt("--tp", min=1, panel=HW, help="Tensor-parallel size (pins tp_size).")] = None
+    rules: Annotated[tuple[Path, ...], RULES] = ()
+    no_rules: Annotated[
+        bool, opt("--no-rules", panel=MODEL, help="Apply no rules: SGLang's own defaults plus preset and pins.")
+    ] = False
+
+    def context_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `Context.build` (all but the model)."""
+        return dict(
+            gpu=self.gpu, hardware=self.hardware, workload=self.workload, sglang_version=self.sglang_version,
+            preset=self.preset, sets=self.sets, envs=self.envs, nnodes=self.nnodes, tp=self.tp,
+            rules_files=self.rules, use_rules=not self.no_rules,
+        )  # fmt: skip
+
+    def context(self, **overrides: Any) -> Context:
+        """Build the `Context` (detection, catalogs, rules, preset: all the reading, once)."""
+        return Context.build(self.model, **{**self.context_kwargs(), **overrides})
 
 
 @dataclass(frozen=True)

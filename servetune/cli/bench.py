@@ -5,174 +5,104 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from servetune.cli._bench_view import print_metrics, progress
-from servetune.cli._options import (
-    CapacityOpts,
-    ResolveOpts,
-    SglangCmdOpt,
-    capacity_options,
-    check_url,
-    resolve_options,
-)
+from servetune.cli._declare import with_options
+from servetune.cli._options import check_url
+from servetune.context import ResolveOptions
 from servetune.limits import MAX_REQUESTS
+from servetune.options import CLIENT, JSON, RUN_DIR, SGLANG_CMD, SLO, SLO_PANEL, opt, requests_opt
+from servetune.settings import CapacityOptions
 
 _SERVER = "Server"
 _WORKLOAD = "Workload"
 _MANAGED = "Managed run (no --url)"
 _OUTPUT = "Output"
-_SLO = "SLO and capacity"
 
 
-@resolve_options(exclude=("model", "workload"))
-@capacity_options()
-def bench_command(
-    opts: ResolveOpts,
-    cap: CapacityOpts,
-    workload: Annotated[
-        str,
-        typer.Option(
-            "--workload",
-            "-w",
-            help="A shipped workload name (`servetune workloads list`) or a .yaml file.",
-            rich_help_panel=_WORKLOAD,
-        ),
-    ],
+@dataclass(kw_only=True)
+class BenchOptions:
+    """`servetune bench`'s own options (with the resolve options and the capacity search's)."""
+
     url: Annotated[
-        Optional[str],
-        typer.Option(
-            "--url",
-            help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:30000. "
-            "Without it, a server is launched for the run.",
-            rich_help_panel=_SERVER,
+        str | None,
+        opt(
+            "--url", panel=_SERVER,
+            help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:30000. Without it, a "
+            "server is launched for the run.",
         ),
-    ] = None,
-    model: Annotated[
-        Optional[str],
-        typer.Option(
-            "--model",
-            "-m",
-            help="With --url: the model id to request (default: the server's first). "
-            "Without: the model to launch (bundled name, HF id or directory).",
-            rich_help_panel=_SERVER,
-        ),
-    ] = None,
-    requests: Annotated[
-        Optional[int],
-        typer.Option(
-            "--requests",
-            "-n",
-            min=1,
-            max=MAX_REQUESTS,
-            help="Measured requests (overrides the workload's count; runs of different length are not comparable); "
-            f"at most {MAX_REQUESTS:,}.",
-            rich_help_panel=_WORKLOAD,
-        ),
-    ] = None,
-    client: Annotated[
-        str,
-        typer.Option(
-            "--client",
-            help="auto, builtin (no SGLang needed) or sglang (SGLang's bench_serving).",
-            rich_help_panel=_WORKLOAD,
-        ),
-    ] = "auto",
+    ] = None  # fmt: skip
+    requests: Annotated[int | None, requests_opt(MAX_REQUESTS)] = None
+    client: Annotated[str, CLIENT] = "auto"
     cross_check: Annotated[
         bool,
-        typer.Option(
-            "--cross-check",
-            help="Run SGLang's client and the builtin one on the same server (--url, or one launched for it) "
-            "and print the relative difference per metric.",
-            rich_help_panel=_WORKLOAD,
+        opt(
+            "--cross-check", panel=_WORKLOAD,
+            help="Run SGLang's client and the builtin one on the same server (--url, or one launched for it) and "
+            "print the relative difference per metric.",
         ),
-    ] = False,
+    ] = False  # fmt: skip
     request_rate: Annotated[
-        Optional[float],
-        typer.Option(
-            "--request-rate",
-            min=0.001,
-            help="Poisson arrivals at this rate (req/s), open loop (no cap on requests in flight); "
-            "overrides the workload's rate and concurrency.",
-            rich_help_panel=_WORKLOAD,
+        float | None,
+        opt(
+            "--request-rate", min=0.001, panel=_WORKLOAD,
+            help="Poisson arrivals at this rate (req/s), open loop (no cap on requests in flight); overrides the "
+            "workload's rate and concurrency.",
         ),
-    ] = None,
-    slo: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--slo",
-            help="Latency SLO STAT_METRIC_ms<=N (repeatable), STAT p50/p90/p95/p99/mean, METRIC ttft/tpot/itl/e2e, "
-            "e.g. --slo p99_ttft_ms<=1000 --slo p99_tpot_ms<=50: the run reports the verdicts and goodput.",
-            rich_help_panel=_SLO,
-        ),
-    ] = None,
+    ] = None  # fmt: skip
+    slos: Annotated[tuple[str, ...], SLO] = ()
     capacity: Annotated[
         bool,
-        typer.Option(
-            "--capacity",
+        opt(
+            "--capacity", panel=SLO_PANEL,
             help="Find the highest Poisson rate at which every --slo holds, sustained, on one server (no "
             "relaunch): bracket, bisect to --resolution, and run both ends again (met in two runs).",
-            rich_help_panel=_SLO,
         ),
-    ] = False,
+    ] = False  # fmt: skip
     soak_seconds: Annotated[
-        Optional[float],
-        typer.Option(
-            "--soak-seconds",
-            min=1.0,
+        float | None,
+        opt(
+            "--soak-seconds", min=1.0, panel=SLO_PANEL,
             help="One long step at --request-rate (or, with --capacity, at the capacity found) for this many "
             "seconds, judged as a capacity step but met only at its end; plots latency and requests in flight "
             "over time (soak.png).",
-            rich_help_panel=_SLO,
         ),
-    ] = None,
+    ] = None  # fmt: skip
     seed: Annotated[
         int,
-        typer.Option(
-            "--seed",
-            min=0,
+        opt(
+            "--seed", min=0, panel=SLO_PANEL,
             help="Sequence seed of --capacity and --soak-seconds: step k of every search with one seed draws the "
             "same arrival gaps, prompts and images (configs compared with one seed are paired); another seed "
             "draws new ones (a repeat, or a second search on a server you keep running).",
-            rich_help_panel=_SLO,
         ),
-    ] = 0,
+    ] = 0  # fmt: skip
     server_log: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--server-log",
-            help="With --url and --capacity or --soak-seconds: the server's log file, if this machine can read "
-            "it; SGLang's scheduler lines during each step become its telemetry.jsonl and the timeline plot.",
-            rich_help_panel=_SERVER,
+        Path | None,
+        opt(
+            "--server-log", panel=_SERVER,
+            help="With --url and --capacity or --soak-seconds: the server's log file, if this machine can read it; "
+            "SGLang's scheduler lines during each step become its telemetry.jsonl and the timeline plot.",
         ),
-    ] = None,
+    ] = None  # fmt: skip
     reference_rate: Annotated[
-        Optional[float],
-        typer.Option(
-            "--reference-rate",
-            min=0.001,
+        float | None,
+        opt(
+            "--reference-rate", min=0.001, panel=_MANAGED,
             help="Runaway guard for a managed run: the throughput you expect (req/s); a run five times slower is "
             "stopped within its first wave and reported as too_slow.",
-            rich_help_panel=_MANAGED,
         ),
-    ] = None,
-    sglang_cmd: SglangCmdOpt = None,
-    run_dir: Annotated[
-        Optional[Path],
-        typer.Option("--run-dir", help="Directory for the run's files (metrics.json, logs).", rich_help_panel=_OUTPUT),
-    ] = None,
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json",
-            help="Print JSON on stdout: with --url the metrics (request_throughput at the top level); for a managed "
-            "run {metrics, run_dir, timings}; with --capacity or --soak-seconds {capacity or soak, run_dir, plots}.",
-            rich_help_panel=_OUTPUT,
-        ),
-    ] = False,
-) -> None:
+    ] = None  # fmt: skip
+    sglang_cmd: Annotated[str | None, SGLANG_CMD] = None
+    run_dir: Annotated[Path | None, RUN_DIR] = None
+    as_json: Annotated[bool, JSON] = False
+
+
+@with_options(target=ResolveOptions, cap=CapacityOptions, o=BenchOptions, required=("workload",))
+def bench_command(target: ResolveOptions, cap: CapacityOptions, o: BenchOptions) -> None:
     """Benchmark a workload: throughput (req/s, tok/s), TTFT/TPOT/ITL/E2E percentiles; with --slo, the
     verdicts and goodput; with --capacity, the highest rate at which every SLO holds, certified; with
     --soak-seconds, whether one rate holds for that long."""
@@ -181,77 +111,86 @@ def bench_command(
     from servetune.cli._output import check_output_dir
     from servetune.errors import SpecError
 
-    if url is not None:
-        check_url(url, "--url")
-    if run_dir is not None:
-        check_output_dir(run_dir, "--run-dir")
-    spec = load_workload(workload)
-    slos = parse_slos(slo or [])
-    if url is None and model is None:
+    if o.url is not None:
+        check_url(o.url, "--url")
+    if o.run_dir is not None:
+        check_output_dir(o.run_dir, "--run-dir")
+    spec = load_workload(target.workload)
+    slos = parse_slos(o.slos)
+    if o.url is None and target.model is None:
         raise SpecError(
             "`servetune bench` needs --url (a running server) or --model (to launch one)",
             help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`",
         )
-    if (capacity or soak_seconds) and not slos:
-        what = "--capacity" if capacity else "--soak-seconds"
+    if (o.capacity or o.soak_seconds) and not slos:
+        what = "--capacity" if o.capacity else "--soak-seconds"
         raise SpecError(f"{what} needs at least one --slo", help=f"e.g. {what} --slo p99_ttft_ms<=1000")
-    if capacity and (cross_check or request_rate is not None):
+    if o.capacity and (o.cross_check or o.request_rate is not None):
         raise SpecError("--capacity chooses its own rates: drop --request-rate and --cross-check")
-    if soak_seconds and not capacity and request_rate is None:
+    if o.soak_seconds and not o.capacity and o.request_rate is None:
         raise SpecError(
             "--soak-seconds needs a rate", help="add --request-rate R, or --capacity to soak at the capacity"
         )
-    if server_log is not None and (url is None or not (capacity or soak_seconds)):
+    if o.server_log is not None and (o.url is None or not (o.capacity or o.soak_seconds)):
         raise SpecError("--server-log is for --url with --capacity or --soak-seconds (a managed run reads its own log)")
-    if seed and not (capacity or soak_seconds):
+    if o.seed and not (o.capacity or o.soak_seconds):
         raise SpecError("--seed is the sequence seed of --capacity and --soak-seconds", help="drop --seed")
-    if soak_seconds and requests is not None:
+    if o.soak_seconds and o.requests is not None:
         raise SpecError("--soak-seconds sets the length: drop --requests")
-    if request_rate is not None:
-        spec = spec.model_copy(update={"request_rate": request_rate, "max_concurrency": None})
-    opts.model = model
-    run = _Run(spec, requests, client, sglang_cmd, run_dir, as_json, slos)
-    if capacity or soak_seconds:
-        search = cap.search(spec, soak_s=soak_seconds or 0.0, seed=seed)
-        _capacity(run, opts, url, model, search, rate=None if capacity else request_rate, server_log=server_log)
+    if o.request_rate is not None:
+        spec = spec.model_copy(update={"request_rate": o.request_rate, "max_concurrency": None})
+    run = _Run(spec, o.requests, o.client, o.sglang_cmd, o.run_dir, o.as_json, slos)
+    if o.capacity or o.soak_seconds:
+        from servetune.runner import CapacitySearch
+
+        search = CapacitySearch.from_options(cap, spec, soak_s=o.soak_seconds or 0.0, seed=o.seed)
+        _capacity(
+            run,
+            target,
+            o.url,
+            target.model,
+            search,
+            rate=None if o.capacity else o.request_rate,
+            server_log=o.server_log,
+        )
         return
-    if cross_check:
-        if url is not None:
-            _cross_check(url, spec, requests, run_dir, model, as_json)
+    if o.cross_check:
+        if o.url is not None:
+            _cross_check(o.url, spec, o.requests, o.run_dir, target.model, o.as_json)
             return
         from servetune.launch import LaunchOptions, check_launch, default_run_dir
         from servetune.runner import SglangRunner
 
-        options = LaunchOptions(sglang_cmd=sglang_cmd)
+        options = LaunchOptions(sglang_cmd=o.sglang_cmd)
         check_launch(options)  # a launch that cannot start leaves no run directory behind
         runner = SglangRunner(options)
         with runner.start(
-            opts.context(workload=spec).resolve(), run_dir=run_dir or default_run_dir("launch")
+            target.context(workload=spec).resolve(), run_dir=o.run_dir or default_run_dir("launch")
         ) as server:
-            _cross_check(server.url, spec, requests, run_dir, None, as_json, api_key=server.api_key)
+            _cross_check(server.url, spec, o.requests, o.run_dir, None, o.as_json, api_key=server.api_key)
         return
-    if url is not None:
+    if o.url is not None:
         from servetune.bench import run_benchmark
 
         try:
-            with progress(spec, requests, enabled=not as_json) as on_progress:
+            with progress(spec, o.requests, enabled=not o.as_json) as on_progress:
                 metrics = run_benchmark(
-                    url,
+                    o.url,
                     spec,
-                    requests=requests,
-                    run_dir=run_dir,
-                    client=client,
-                    model=model,
+                    requests=o.requests,
+                    run_dir=o.run_dir,
+                    client=o.client,
+                    model=target.model,
                     on_progress=on_progress,
                     slos=slos,
                 )
         except KeyboardInterrupt as exc:
-            _record_interrupted(exc, run_dir, "bench")
-            _interrupted(exc, run_dir, f"the server at {url} keeps running")
+            _record_interrupted(exc, o.run_dir, "bench")
+            _interrupted(exc, o.run_dir, f"the server at {o.url} keeps running")
             raise
-        print_metrics(metrics, as_json)
+        print_metrics(metrics, o.as_json)
         return
-    _managed(run, opts, reference_rate)
+    _managed(run, target, o.reference_rate)
 
 
 @dataclass(frozen=True)
@@ -283,7 +222,7 @@ def _raise_failure(failure, run_dir) -> None:
 
 
 def _capacity(
-    run: _Run, opts: ResolveOpts, url: str | None, model: str | None, search, *, rate: float | None, server_log
+    run: _Run, opts: ResolveOptions, url: str | None, model: str | None, search, *, rate: float | None, server_log
 ) -> None:
     """A capacity search (`rate` None; a soak at the capacity after it when `search.soak_s`) or a soak
     at `rate`, on the server at `url` or one launched for it: one implementation either way
@@ -345,7 +284,7 @@ def _capacity(
         typer.echo(_server_line(result.timings, result.run_dir))
 
 
-def _capacity_measure(run: _Run, opts: ResolveOpts, url, model, search, rate, server_log, run_dir: Path, on_step):
+def _capacity_measure(run: _Run, opts: ResolveOptions, url, model, search, rate, server_log, run_dir: Path, on_step):
     """The search or soak itself: (capacity, soak, the managed `Measurement` or None, JSON extras)."""
     from servetune.launch import LaunchOptions, check_launch
     from servetune.runner import RemoteServer, SglangRunner, measure_capacity, measure_soak, search_server, soak_server
@@ -383,7 +322,7 @@ def _capacity_measure(run: _Run, opts: ResolveOpts, url, model, search, rate, se
     return cap, soak, result, extra
 
 
-def _managed(run: _Run, opts: ResolveOpts, reference_rate: float | None) -> None:
+def _managed(run: _Run, opts: ResolveOptions, reference_rate: float | None) -> None:
     from servetune.bench import choose_client
     from servetune.launch import LaunchOptions, check_launch, default_run_dir
     from servetune.runner import RunawayGuard, SglangRunner

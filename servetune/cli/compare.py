@@ -3,100 +3,58 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from servetune.cli._options import (
-    CapacityOpts,
-    ClientOpt,
-    ResolveOpts,
-    SglangCmdOpt,
-    capacity_options,
-    resolve_options,
-)
+from servetune.cli._declare import with_options
+from servetune.context import ResolveOptions
 from servetune.limits import MAX_REQUESTS
+from servetune.options import CLIENT, JSON, OBJECTIVE, RUN_DIR, SGLANG_CMD, SLO, opt, requests_opt
+from servetune.settings import DEFAULT_WORKLOAD, CapacityOptions
 
 _SIDES = "Configs A and B"
 _MEASURE = "Measurement"
-_CAPACITY = "Capacity (--objective capacity)"
 
 
-@resolve_options(exclude=("workload",))
-@capacity_options()
-def compare_command(
-    opts: ResolveOpts,
-    cap: CapacityOpts,
-    workload: Annotated[
-        str, typer.Option("--workload", "-w", help="Workload name or file, run against both configs.")
-    ] = "text-chat",
+@dataclass(kw_only=True)
+class CompareOptions:
+    """The two sides and the measurement of `servetune compare`."""
+
     a: Annotated[
-        Optional[str],
-        typer.Option(
-            "--a",
-            help="Config A: a preset (name or file) or a run directory (its resolved.yaml).",
-            rich_help_panel=_SIDES,
-        ),
-    ] = None,
+        str | None,
+        opt("--a", panel=_SIDES, help="Config A: a preset (name or file) or a run directory (its resolved.yaml)."),
+    ] = None
     b: Annotated[
-        Optional[str],
-        typer.Option(
-            "--b",
-            help="Config B: a preset (name or file) or a run directory (its resolved.yaml).",
-            rich_help_panel=_SIDES,
-        ),
-    ] = None,
+        str | None,
+        opt("--b", panel=_SIDES, help="Config B: a preset (name or file) or a run directory (its resolved.yaml)."),
+    ] = None
     a_set: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--a-set", help="A field of config A: FIELD=VALUE (repeatable; over --a).", rich_help_panel=_SIDES
-        ),
-    ] = None,
+        tuple[str, ...], opt("--a-set", panel=_SIDES, help="A field of config A: FIELD=VALUE (repeatable; over --a).")
+    ] = ()
     b_set: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--b-set", help="A field of config B: FIELD=VALUE (repeatable; over --b).", rich_help_panel=_SIDES
-        ),
-    ] = None,
+        tuple[str, ...], opt("--b-set", panel=_SIDES, help="A field of config B: FIELD=VALUE (repeatable; over --b).")
+    ] = ()
     a_no_rules: Annotated[
-        bool, typer.Option("--a-no-rules", help="Config A without rules (SGLang's defaults).", rich_help_panel=_SIDES)
-    ] = False,
+        bool, opt("--a-no-rules", panel=_SIDES, help="Config A without rules (SGLang's defaults).")
+    ] = False
     b_no_rules: Annotated[
-        bool, typer.Option("--b-no-rules", help="Config B without rules (SGLang's defaults).", rich_help_panel=_SIDES)
-    ] = False,
-    rounds: Annotated[
-        int, typer.Option("--rounds", min=1, help="Rounds; each launches A, then B.", rich_help_panel=_MEASURE)
-    ] = 3,
-    objective: Annotated[
-        str,
-        typer.Option(
-            "--objective", help="throughput (steady req/s) or capacity (needs --slo).", rich_help_panel=_MEASURE
-        ),
-    ] = "throughput",
-    slo: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--slo",
-            help="Latency SLO STAT_METRIC_ms<=N for --objective capacity (repeatable).",
-            rich_help_panel=_CAPACITY,
-        ),
-    ] = None,
-    requests: Annotated[
-        Optional[int],
-        typer.Option(
-            "--requests",
-            min=1,
-            max=MAX_REQUESTS,
-            help=f"Measured requests per throughput run (at most {MAX_REQUESTS:,}).",
-            rich_help_panel=_MEASURE,
-        ),
-    ] = None,
-    sglang_cmd: SglangCmdOpt = None,
-    client: ClientOpt = "auto",
-    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Directory for the runs' files.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
-) -> None:
+        bool, opt("--b-no-rules", panel=_SIDES, help="Config B without rules (SGLang's defaults).")
+    ] = False
+    rounds: Annotated[int, opt("--rounds", min=1, panel=_MEASURE, help="Rounds; each launches A, then B.")] = 3
+    objective: Annotated[str, OBJECTIVE] = "throughput"
+    slos: Annotated[tuple[str, ...], SLO] = ()
+    requests: Annotated[int | None, requests_opt(MAX_REQUESTS)] = None
+    sglang_cmd: Annotated[str | None, SGLANG_CMD] = None
+    client: Annotated[str, CLIENT] = "auto"
+    run_dir: Annotated[Path | None, RUN_DIR] = None
+    as_json: Annotated[bool, JSON] = False
+
+
+@with_options(target=ResolveOptions, cap=CapacityOptions, o=CompareOptions, required=("model",))
+def compare_command(target: ResolveOptions, cap: CapacityOptions, o: CompareOptions) -> None:
     """Compare two configs on one workload: fresh launches A B A B..., B/A per round, its median,
     min-max and stdev, and a verdict (better / worse / not distinguishable from noise)."""
     from servetune.bench import choose_client
@@ -108,49 +66,51 @@ def compare_command(
     from servetune.runner import SglangRunner
     from servetune.tuner.compare import CompareSide, compare, side_layer
 
-    if not (a or a_set or a_no_rules) and not (b or b_set or b_no_rules):
+    if not (o.a or o.a_set or o.a_no_rules) and not (o.b or o.b_set or o.b_no_rules):
         raise SpecError("compare needs two configs", help="e.g. --a runs/run-1 --b-set cuda_graph_max_bs_decode=64")
-    spec = load_workload(workload)
-    slos = parse_slos(slo or [])
+    spec = load_workload(target.workload or DEFAULT_WORKLOAD)
+    slos = parse_slos(o.slos)
     search = None
-    if objective == "capacity":
+    if o.objective == "capacity":
         if not slos:
             raise SpecError("--objective capacity needs at least one --slo", help="e.g. --slo p99_ttft_ms<=1000")
-        search = cap.search(spec)
+        from servetune.runner import CapacitySearch
+
+        search = CapacitySearch.from_options(cap, spec)
     elif slos:
         raise SpecError("--slo is for --objective capacity", help="drop --slo, or add --objective capacity")
-    if run_dir is not None:
-        check_output_dir(run_dir, "--run-dir")
-    if objective != "capacity":
-        choose_client(client, spec)  # a bad --client fails before any launch
-    options = LaunchOptions(**({"sglang_cmd": sglang_cmd} if sglang_cmd else {}))
+    if o.run_dir is not None:
+        check_output_dir(o.run_dir, "--run-dir")
+    if o.objective != "capacity":
+        choose_client(o.client, spec)  # a bad --client fails before any launch
+    options = LaunchOptions(**({"sglang_cmd": o.sglang_cmd} if o.sglang_cmd else {}))
     check_launch(options)  # a launch that cannot start leaves no run directory behind
-    ctx = opts.context(workload=spec)
+    ctx = target.context(workload=spec)
     side_a = CompareSide(
-        "A", side_layer(ctx, a, a_set or ()), False if a_no_rules else None, _label(a, a_set, a_no_rules)
+        "A", side_layer(ctx, o.a, o.a_set), False if o.a_no_rules else None, _label(o.a, o.a_set, o.a_no_rules)
     )
     side_b = CompareSide(
-        "B", side_layer(ctx, b, b_set or ()), False if b_no_rules else None, _label(b, b_set, b_no_rules)
+        "B", side_layer(ctx, o.b, o.b_set), False if o.b_no_rules else None, _label(o.b, o.b_set, o.b_no_rules)
     )
-    runner = SglangRunner(options, client=client)
-    out_dir = run_dir or default_run_dir("compare")
+    runner = SglangRunner(options, client=o.client)
+    out_dir = o.run_dir or default_run_dir("compare")
 
     measured: list[dict] = []
 
     def on_round(rnd: int, label: str, value: float | None, failure: str | None) -> None:
         measured.append({"round": rnd, "config": label, "value": value, "failure": failure})
-        if not as_json:
+        if not o.as_json:
             shown = f"{value:.4g}" if value is not None else f"[{failure}]"
             typer.echo(f"round {rnd}  {label}  {shown}", err=True)
 
     try:
-        record = compare(ctx, runner, side_a, side_b, workload=spec, rounds=rounds, run_dir=Path(out_dir),
-                         objective=objective, slos=slos, search=search, requests=requests,
+        record = compare(ctx, runner, side_a, side_b, workload=spec, rounds=o.rounds, run_dir=Path(out_dir),
+                         objective=o.objective, slos=slos, search=search, requests=o.requests,
                          on_round=on_round)  # fmt: skip
     except KeyboardInterrupt as exc:
-        _interrupted(exc, Path(out_dir), measured, rounds, side_a, side_b)
+        _interrupted(exc, Path(out_dir), measured, o.rounds, side_a, side_b)
         raise
-    if as_json:
+    if o.as_json:
         typer.echo(json.dumps(record, indent=2))
         return
     _print(record)

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from servetune.cli._options import OUT, ResolveOpts, resolve_options
+from servetune.cli._declare import with_options
+from servetune.context import ResolveOptions
+from servetune.options import OUT as OUT_FILE
+from servetune.options import opt
 from servetune.secrets import redact_text
+
+OUT = "Output"
 
 
 class Format(str, Enum):
@@ -142,59 +148,60 @@ def emit(res, fmt: Format, out: Optional[Path], *, show_secrets: bool = False) -
         sys.stdout.write(text)
 
 
+@dataclass(kw_only=True)
+class EmitOptions:
+    """How `servetune resolve` writes the launch."""
+
+    fmt: Annotated[
+        Format,
+        opt(
+            "--format", "-f", panel=OUT,
+            help="table (launch line + decisions), args, shell, env, yaml (SGLang --config), json.",
+        ),
+    ] = Format.table  # fmt: skip
+    out: Annotated[Path | None, OUT_FILE] = None
+    show_secrets: Annotated[
+        bool,
+        opt(
+            "--show-secrets", panel=OUT,
+            help="Print secret values (an api_key pin, tokens) as they are; by default they read <redacted>.",
+        ),
+    ] = False  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class ExplainOptions:
+    """What `servetune explain` reads besides the resolution."""
+
+    run: Annotated[
+        Path | None,
+        opt("--run", panel=OUT, help="A launch's run directory: also show what SGLang itself changed (/server_info)."),
+    ] = None
+
+
 def register(app: typer.Typer) -> None:
     """Add `resolve` and `explain`."""
 
     @app.command("resolve")
-    @resolve_options()
-    def resolve_cmd(
-        opts: ResolveOpts,
-        fmt: Annotated[
-            Format,
-            typer.Option(
-                "--format",
-                "-f",
-                help="table (launch line + decisions), args, shell, env, yaml (SGLang --config), json.",
-                rich_help_panel=OUT,
-            ),
-        ] = Format.table,
-        out: Annotated[
-            Optional[Path],
-            typer.Option("--out", "-o", help="Write to this file instead of stdout.", rich_help_panel=OUT),
-        ] = None,
-        show_secrets: Annotated[
-            bool,
-            typer.Option(
-                "--show-secrets",
-                help="Print secret values (an api_key pin, tokens) as they are; by default they read <redacted>.",
-                rich_help_panel=OUT,
-            ),
-        ] = False,
-    ) -> None:
+    @with_options(target=ResolveOptions, o=EmitOptions, required=("model",))
+    def resolve_cmd(target: ResolveOptions, o: EmitOptions) -> None:
         """Resolve an explained, validated SGLang launch for a model, GPU, workload and SGLang version."""
-        if out is not None:
+        if o.out is not None:
             from servetune.cli._output import check_output_file
 
-            check_output_file(out, "--out")
-        emit(opts.context().resolve(), fmt, out, show_secrets=show_secrets)
+            check_output_file(o.out, "--out")
+        emit(target.context().resolve(), o.fmt, o.out, show_secrets=o.show_secrets)
 
     @app.command("explain")
-    @resolve_options()
+    @with_options(target=ResolveOptions, o=ExplainOptions, required=("model",))
     def explain_cmd(
-        opts: ResolveOpts,
+        target: ResolveOptions,
+        o: ExplainOptions,
         field: Annotated[
             Optional[str], typer.Argument(help="SGLang field or SGLANG_* env var; all decided ones when omitted.")
-        ] = None,
-        run: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--run",
-                help="A launch's run directory: also show what SGLang itself changed (/server_info).",
-                rich_help_panel=OUT,
-            ),
         ] = None,
     ) -> None:
         """Show the decision chain behind each value: layer, rule and location, matched facts, what it replaced."""
         from servetune.cli._explain import explain
 
-        explain(opts.context().resolve(), field, run)
+        explain(target.context().resolve(), field, o.run)

@@ -3,19 +3,36 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from servetune.cli._options import RulesOpt
+from servetune.cli._declare import with_options
+from servetune.context import RULES
+from servetune.options import JSON
 
 
-def _load(extra: list[Path] | None):
+@dataclass(kw_only=True)
+class RuleFiles:
+    """The extra rule files a `rules` command reads beside the built-in ones."""
+
+    rules: Annotated[tuple[Path, ...], RULES] = ()
+
+
+@dataclass(kw_only=True)
+class LintOutput:
+    """How `rules lint` reports."""
+
+    as_json: Annotated[bool, JSON] = False
+
+
+def _load(files: RuleFiles):
     from servetune.catalog import available_versions, load_catalog
     from servetune.rules.loader import load_rules
 
-    return load_rules(list(extra or []), catalogs=[load_catalog(v) for v in available_versions()])
+    return load_rules(list(files.rules), catalogs=[load_catalog(v) for v in available_versions()])
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +41,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(rules, name="rules")
 
     @rules.command("list")
-    def list_cmd(extra: RulesOpt = None) -> None:
+    @with_options(extra=RuleFiles)
+    def list_cmd(extra: RuleFiles) -> None:
         """List every rule: id, kind, status, what it sets, summary."""
         for lr in _load(extra).rules:
             r = lr.rule
@@ -32,7 +50,8 @@ def register(app: typer.Typer) -> None:
             print(f"{r.id:<48} {r.kind:<7} {r.status:<7} {sets}\n{'':<48} {r.summary}")
 
     @rules.command("show")
-    def show_cmd(rule_id: Annotated[str, typer.Argument(help="Rule id.")], extra: RulesOpt = None) -> None:
+    @with_options(extra=RuleFiles)
+    def show_cmd(rule_id: Annotated[str, typer.Argument(help="Rule id.")], extra: RuleFiles) -> None:
         """Show a rule: summary, why, when, set, references, status and location."""
         from servetune.rules.conditions import _describe
 
@@ -56,7 +75,8 @@ def register(app: typer.Typer) -> None:
             print("\nreferences:\n" + "\n".join(f"  - {ref}" for ref in r.references))
 
     @rules.command("lint")
-    def lint_cmd(extra: RulesOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    @with_options(extra=RuleFiles, out=LintOutput)
+    def lint_cmd(extra: RuleFiles, out: LintOutput) -> None:
         """Run every rule over all bundled GPU x model x workload combinations; report conflicts
         and rules that never match."""
         from servetune import hardware
@@ -70,7 +90,7 @@ def register(app: typer.Typer) -> None:
             models=[load_model_facts(name) for name in bundled_models()],
             catalogs=[load_catalog(version) for version in available_versions()],
         )
-        if as_json:
+        if out.as_json:
             print(json.dumps(report.to_dict(), indent=2))
         else:
             print(report.render())

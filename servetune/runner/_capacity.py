@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from servetune.bench.verdict import StepRules
     from servetune.context import Resolution
     from servetune.schema.workload import Workload
+    from servetune.settings import CapacityOptions
 
 __all__ = [
     "CapacitySearch",
@@ -75,6 +76,16 @@ class CapacitySearch:
     images at each step (a confirmation round or compare round uses its round number)."""
     soak_s: float = 0.0
     """After the search, a soak at the capacity found for this many seconds (0: none)."""
+
+    @classmethod
+    def from_options(cls, options: CapacityOptions, workload: Workload, **more: Any) -> CapacitySearch:
+        """The search the capacity options describe for `workload` (start: the option, the workload's rate,
+        else 4 req/s); `more`: the fields no option sets (`seed`, `soak_s`, ...)."""
+        return cls.for_workload(
+            workload, start_rate=options.start_rate, resolution=options.resolution, step_s=options.step_seconds,
+            confidence=options.confidence, warmup_s=options.step_warmup_seconds, horizon_s=options.soak_horizon,
+            backlog_s=options.backlog_seconds, wave=options.warmup_wave, **more,
+        )  # fmt: skip
 
     @classmethod
     def for_workload(cls, workload: Workload, *, start_rate: float | None = None, **fields: Any) -> CapacitySearch:

@@ -10,28 +10,16 @@ each). Before any trial has finished nothing is cut: the baselines always run.
 
 from __future__ import annotations
 
-import re
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from servetune.errors import SpecError
+from servetune.settings import parse_duration
 from servetune.tuner._options import SOURCES_BASELINE
+
+__all__ = ["estimate", "fits", "parse_duration"]
 
 if TYPE_CHECKING:
     from servetune.tuner._setup import StudySetup
-
-_DURATION = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>s|m|h|)\s*$")
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """`90`, `90s`, `30m`, `1.5h` as seconds (positive)."""
-    m = _DURATION.match(text or "")
-    if m is None or float(m["n"]) <= 0:
-        raise SpecError(
-            f"cannot read the time budget {text!r}", help="write seconds or a unit: --budget 1800, 30m, 1.5h"
-        )
-    return float(m["n"]) * _UNITS[m["unit"]]
 
 
 def _total(t) -> float | None:

@@ -105,24 +105,13 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
     o = options
     if o.trials < 1:
         raise SpecError(f"--trials must be >= 1, but got {o.trials}")
-    workload = load_workload(o.workload)
+    if not o.model:
+        raise SpecError("a study needs a model", key_path="--model", help="e.g. servetune tune -m qwen3-8b --gpu h200")
+    workload = load_workload(o.workload_or_default)
     objectives = parse_objectives(o.objective)
     latency_slos, search = _capacity(o, objectives, workload)
     slos = () if search is not None else tuple(parse_slo(s) for s in o.slos)
-    ctx = Context.build(
-        o.model,
-        gpu=o.gpu,
-        hardware=o.hardware,
-        workload=workload,
-        sglang_version=o.sglang_version,
-        preset=o.preset,
-        sets=o.sets,
-        envs=o.envs,
-        nnodes=o.nnodes,
-        tp=o.tp,
-        rules_files=o.rules,
-        use_rules=not o.no_rules,
-    )
+    ctx = Context.build(o.model, **{**o.context_kwargs(), "workload": workload})
     rules_res = ctx.resolve()
     space = _space(o, ctx, workload, rules_res)
     tp = int(rules_res.requested().get("tp_size") or o.tp or 1)
@@ -206,7 +195,6 @@ def _capacity(o: TuneOptions, objectives: tuple[Objective, ...], workload: Workl
     if objectives[0].name != CAPACITY:
         return (), None
     from servetune.bench.slo import parse_slos
-    from servetune.runner import CapacitySearch
 
     slos = parse_slos(o.slos)
     if not slos:
@@ -215,17 +203,9 @@ def _capacity(o: TuneOptions, objectives: tuple[Objective, ...], workload: Workl
             key_path="--slo",
             help="e.g. --objective capacity --slo p99_ttft_ms<=1000 --slo p99_tpot_ms<=50",
         )
-    search = CapacitySearch.for_workload(
-        workload,
-        start_rate=o.start_rate,
-        resolution=o.resolution,
-        step_s=o.step_seconds,
-        confidence=o.confidence,
-        warmup_s=o.step_warmup_seconds,
-        horizon_s=o.soak_horizon,
-        backlog_s=o.backlog_seconds,
-        wave=o.warmup_wave,
-    )
+    from servetune.runner import CapacitySearch
+
+    search = CapacitySearch.from_options(o, workload)
     checks = {"--start-rate": search.start_rate, "--resolution": o.resolution, "--step-seconds": o.step_seconds,
               "--soak-horizon": o.soak_horizon, "--backlog-seconds": o.backlog_seconds}  # fmt: skip
     for option, value in checks.items():
@@ -266,7 +246,7 @@ def _space(o: TuneOptions, ctx: Context, workload: Workload, rules_res: Resoluti
         label = default_space_name(workload.name, workload.kind)
         default = (label, load_shipped_space(label))
     shipped = []
-    if isinstance(o.workload, str) and o.workload in {w.name for w in list_workloads()}:
+    if o.workload_or_default in {w.name for w in list_workloads()}:
         shipped.append("workload")
     if isinstance(o.preset, str) and o.preset in preset_files():
         shipped.append("preset")

@@ -53,11 +53,12 @@ def test_the_binomial_verdict_errs_at_most_at_its_stated_rate_however_often_it_i
 
 def test_the_minimum_judged_requests_are_the_ones_help_and_docs_state():
     """`--confidence`'s help names these counts; they follow from the test, not from a table."""
-    from servetune.cli._options import ConfidenceOpt
+    from servetune.cli._declare import option_fields
+    from servetune.settings import CapacityOptions
 
     assert [min_judged(0.01, 0.95, t) for t in range(3)] == [433, 685, 882]
     assert min_judged(0.01, 0.99) == 622 and min_judged(0.1, 0.95) == 41
-    help_text = ConfidenceOpt.__metadata__[0].help
+    help_text = next(f.opt.help for f in option_fields(CapacityOptions) if f.name == "confidence")
     for n in (433, 685, 882, 622, 41):
         assert str(n) in help_text
     test = SequentialBinomial(0.01, 0.95)
