@@ -109,7 +109,6 @@ def bench_command(target: ResolveOptions, cap: CapacityOptions, o: BenchOptions)
     from servetune.bench.slo import parse_slos
     from servetune.bench.workloads import load_workload
     from servetune.cli._output import check_output_dir
-    from servetune.errors import SpecError
 
     if o.url is not None:
         check_url(o.url, "--url")
@@ -117,26 +116,7 @@ def bench_command(target: ResolveOptions, cap: CapacityOptions, o: BenchOptions)
         check_output_dir(o.run_dir, "--run-dir")
     spec = load_workload(target.workload)
     slos = parse_slos(o.slos)
-    if o.url is None and target.model is None:
-        raise SpecError(
-            "`servetune bench` needs --url (a running server) or --model (to launch one)",
-            help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`",
-        )
-    if (o.capacity or o.soak_seconds) and not slos:
-        what = "--capacity" if o.capacity else "--soak-seconds"
-        raise SpecError(f"{what} needs at least one --slo", help=f"e.g. {what} --slo p99_ttft_ms<=1000")
-    if o.capacity and (o.cross_check or o.request_rate is not None):
-        raise SpecError("--capacity chooses its own rates: drop --request-rate and --cross-check")
-    if o.soak_seconds and not o.capacity and o.request_rate is None:
-        raise SpecError(
-            "--soak-seconds needs a rate", help="add --request-rate R, or --capacity to soak at the capacity"
-        )
-    if o.server_log is not None and (o.url is None or not (o.capacity or o.soak_seconds)):
-        raise SpecError("--server-log is for --url with --capacity or --soak-seconds (a managed run reads its own log)")
-    if o.seed and not (o.capacity or o.soak_seconds):
-        raise SpecError("--seed is the sequence seed of --capacity and --soak-seconds", help="drop --seed")
-    if o.soak_seconds and o.requests is not None:
-        raise SpecError("--soak-seconds sets the length: drop --requests")
+    _check_modes(target, o, slos)
     if o.request_rate is not None:
         spec = spec.model_copy(update={"request_rate": o.request_rate, "max_concurrency": None})
     run = _Run(spec, o.requests, o.client, o.sglang_cmd, o.run_dir, o.as_json, slos)
@@ -191,6 +171,32 @@ def bench_command(target: ResolveOptions, cap: CapacityOptions, o: BenchOptions)
         print_metrics(metrics, o.as_json)
         return
     _managed(run, target, o.reference_rate)
+
+
+def _check_modes(target: ResolveOptions, o: BenchOptions, slos: tuple) -> None:
+    """Refuse option combinations no mode of bench takes, before anything starts."""
+    from servetune.errors import SpecError
+
+    if o.url is None and target.model is None:
+        raise SpecError(
+            "`servetune bench` needs --url (a running server) or --model (to launch one)",
+            help="e.g. `servetune bench --url http://127.0.0.1:30000 --workload single-image-stream`",
+        )
+    if (o.capacity or o.soak_seconds) and not slos:
+        what = "--capacity" if o.capacity else "--soak-seconds"
+        raise SpecError(f"{what} needs at least one --slo", help=f"e.g. {what} --slo p99_ttft_ms<=1000")
+    if o.capacity and (o.cross_check or o.request_rate is not None):
+        raise SpecError("--capacity chooses its own rates: drop --request-rate and --cross-check")
+    if o.soak_seconds and not o.capacity and o.request_rate is None:
+        raise SpecError(
+            "--soak-seconds needs a rate", help="add --request-rate R, or --capacity to soak at the capacity"
+        )
+    if o.server_log is not None and (o.url is None or not (o.capacity or o.soak_seconds)):
+        raise SpecError("--server-log is for --url with --capacity or --soak-seconds (a managed run reads its own log)")
+    if o.seed and not (o.capacity or o.soak_seconds):
+        raise SpecError("--seed is the sequence seed of --capacity and --soak-seconds", help="drop --seed")
+    if o.soak_seconds and o.requests is not None:
+        raise SpecError("--soak-seconds sets the length: drop --requests")
 
 
 @dataclass(frozen=True)

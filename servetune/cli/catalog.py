@@ -40,6 +40,109 @@ def _field_lines(spec) -> list[str]:
     return lines
 
 
+def list_cmd() -> None:
+    """List the SGLang releases with a catalog, with their field and env-var counts."""
+    from servetune.catalog import available_versions, default_version, installed_sglang_version, load_catalog
+
+    default = default_version()
+    installed = installed_sglang_version()
+    for version in available_versions():
+        cat = load_catalog(version)
+        marks = [m for m, on in (("default", version == default), ("installed", version == installed)) if on]
+        resolvable = sum(f.resolvable for f in cat.fields.values())
+        print(
+            f"{version:<10} {len(cat.fields):>4} fields ({resolvable} resolvable)  {len(cat.env):>5} env vars"
+            + (f"  [{', '.join(marks)}]" if marks else "")
+        )
+
+
+def show_cmd(
+    version: Annotated[str, typer.Argument(help="SGLang release, e.g. 0.5.23 (`servetune catalog list`).")],
+    name: Annotated[
+        Optional[str],
+        typer.Argument(
+            help="A field (radix_eviction_policy), an env var (SGLANG_…) or, after `--`, a flag (-- --tp-size)."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the whole catalog, or the one entry).")] = False,
+    env: Annotated[bool, typer.Option("--env", help="List the env vars instead of the fields.")] = False,
+) -> None:
+    """Show one release's fields (or env vars), or one entry in full."""
+    from servetune.catalog import dump_catalog, env_var, field, field_for_flag, load_catalog
+    from servetune.errors import UnknownNameError, did_you_mean
+
+    cat = load_catalog(version)
+    if name is None:
+        if as_json:
+            print(dump_catalog(cat), end="")
+        elif env:
+            for spec in cat.env.values():
+                print(f"{spec.name:<56} {spec.type:<5} {json.dumps(spec.default)}")
+        else:
+            for spec in cat.fields.values():
+                marks = ("R" if spec.resolvable else "-") + ("-" if spec.config_file_ok else "A")
+                print(
+                    f"{spec.name:<48} {marks} {spec.type:<5} {_one_line(json.dumps(spec.default), 24):<24} {spec.flag}"
+                )
+            print(
+                f"({len(cat.fields)} fields; R = resolvable by SGLang's model overrides, "
+                "A = argv only, not --config YAML)"
+            )
+        return
+    if name.startswith("-"):
+        spec = field_for_flag(cat, name)
+        if spec is None:
+            flags = [f for s in cat.fields.values() for f in (s.flag, *s.aliases)]
+            guess = did_you_mean(name, flags)
+            raise UnknownNameError(
+                f"'{name}' is not an SGLang {cat.sglang_version} flag",
+                help=(f"did you mean '{guess}'? " if guess else "")
+                + f"`servetune catalog show {version}` lists the fields and their flags",
+            )
+    elif name in cat.env or (name.isupper() and name not in cat.fields):
+        spec = env_var(cat, name)
+    else:
+        spec = field(cat, name)
+    if as_json:
+        print(json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True))
+    elif hasattr(spec, "flag"):
+        print("\n".join(_field_lines(spec)))
+    else:
+        print(f"{spec.name}\n  type        {spec.type}\n  default     {json.dumps(spec.default)}")
+
+
+def sync_cmd(
+    python: Annotated[
+        Optional[str], typer.Option("--python", help="A Python that can import sglang (default: this one).")
+    ] = None,
+    sglang_cpu: Annotated[
+        Optional[str],
+        typer.Option(
+            "--sglang-cpu",
+            metavar="VERSION",
+            help="Read this release from the CPU-only harness (scripts/setup_sglang_cpu.sh) instead.",
+        ),
+    ] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", help="Directory to write <version>.json to (default: the package's data/catalog)."),
+    ] = None,
+) -> None:
+    """Regenerate a catalog from a real SGLang: its argparse parser, Arg metadata and Envs registry."""
+    from servetune.catalog import Catalog, sync
+    from servetune.errors import ServetuneError
+
+    if python and sglang_cpu:
+        raise ServetuneError("--python and --sglang-cpu are alternatives; give one")
+    if out is not None:
+        from servetune.cli._output import check_output_dir
+
+        check_output_dir(out, "--out")
+    path = sync(python=python, out_dir=out, harness_version=sglang_cpu)
+    cat = Catalog.model_validate_json(path.read_text(encoding="utf-8"))
+    print(f"wrote {path}: SGLang {cat.sglang_version}, {len(cat.fields)} fields, {len(cat.env)} env vars")
+
+
 def register(app: typer.Typer) -> None:
     """Add `catalog list|show|sync`."""
     catalog_app = typer.Typer(
@@ -49,109 +152,6 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     app.add_typer(catalog_app)
-
-    @catalog_app.command("list")
-    def list_cmd() -> None:
-        """List the SGLang releases with a catalog, with their field and env-var counts."""
-        from servetune.catalog import available_versions, default_version, installed_sglang_version, load_catalog
-
-        default = default_version()
-        installed = installed_sglang_version()
-        for version in available_versions():
-            cat = load_catalog(version)
-            marks = [m for m, on in (("default", version == default), ("installed", version == installed)) if on]
-            resolvable = sum(f.resolvable for f in cat.fields.values())
-            print(
-                f"{version:<10} {len(cat.fields):>4} fields ({resolvable} resolvable)  {len(cat.env):>5} env vars"
-                + (f"  [{', '.join(marks)}]" if marks else "")
-            )
-
-    @catalog_app.command("show")
-    def show_cmd(
-        version: Annotated[str, typer.Argument(help="SGLang release, e.g. 0.5.23 (`servetune catalog list`).")],
-        name: Annotated[
-            Optional[str],
-            typer.Argument(
-                help="A field (radix_eviction_policy), an env var (SGLANG_…) or, after `--`, a flag (-- --tp-size)."
-            ),
-        ] = None,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="Print JSON (the whole catalog, or the one entry).")
-        ] = False,
-        env: Annotated[bool, typer.Option("--env", help="List the env vars instead of the fields.")] = False,
-    ) -> None:
-        """Show one release's fields (or env vars), or one entry in full."""
-        from servetune.catalog import dump_catalog, env_var, field, field_for_flag, load_catalog
-        from servetune.errors import UnknownNameError, did_you_mean
-
-        cat = load_catalog(version)
-        if name is None:
-            if as_json:
-                print(dump_catalog(cat), end="")
-            elif env:
-                for spec in cat.env.values():
-                    print(f"{spec.name:<56} {spec.type:<5} {json.dumps(spec.default)}")
-            else:
-                for spec in cat.fields.values():
-                    marks = ("R" if spec.resolvable else "-") + ("-" if spec.config_file_ok else "A")
-                    print(
-                        f"{spec.name:<48} {marks} {spec.type:<5} "
-                        f"{_one_line(json.dumps(spec.default), 24):<24} {spec.flag}"
-                    )
-                print(
-                    f"({len(cat.fields)} fields; R = resolvable by SGLang's model overrides, "
-                    "A = argv only, not --config YAML)"
-                )
-            return
-        if name.startswith("-"):
-            spec = field_for_flag(cat, name)
-            if spec is None:
-                flags = [f for s in cat.fields.values() for f in (s.flag, *s.aliases)]
-                guess = did_you_mean(name, flags)
-                raise UnknownNameError(
-                    f"'{name}' is not an SGLang {cat.sglang_version} flag",
-                    help=(f"did you mean '{guess}'? " if guess else "")
-                    + f"`servetune catalog show {version}` lists the fields and their flags",
-                )
-        elif name in cat.env or (name.isupper() and name not in cat.fields):
-            spec = env_var(cat, name)
-        else:
-            spec = field(cat, name)
-        if as_json:
-            print(json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True))
-        elif hasattr(spec, "flag"):
-            print("\n".join(_field_lines(spec)))
-        else:
-            print(f"{spec.name}\n  type        {spec.type}\n  default     {json.dumps(spec.default)}")
-
-    @catalog_app.command("sync")
-    def sync_cmd(
-        python: Annotated[
-            Optional[str], typer.Option("--python", help="A Python that can import sglang (default: this one).")
-        ] = None,
-        sglang_cpu: Annotated[
-            Optional[str],
-            typer.Option(
-                "--sglang-cpu",
-                metavar="VERSION",
-                help="Read this release from the CPU-only harness (scripts/setup_sglang_cpu.sh) instead.",
-            ),
-        ] = None,
-        out: Annotated[
-            Optional[Path],
-            typer.Option("--out", help="Directory to write <version>.json to (default: the package's data/catalog)."),
-        ] = None,
-    ) -> None:
-        """Regenerate a catalog from a real SGLang: its argparse parser, Arg metadata and Envs registry."""
-        from servetune.catalog import Catalog, sync
-        from servetune.errors import ServetuneError
-
-        if python and sglang_cpu:
-            raise ServetuneError("--python and --sglang-cpu are alternatives; give one")
-        if out is not None:
-            from servetune.cli._output import check_output_dir
-
-            check_output_dir(out, "--out")
-        path = sync(python=python, out_dir=out, harness_version=sglang_cpu)
-        cat = Catalog.model_validate_json(path.read_text(encoding="utf-8"))
-        print(f"wrote {path}: SGLang {cat.sglang_version}, {len(cat.fields)} fields, {len(cat.env)} env vars")
+    catalog_app.command("list")(list_cmd)
+    catalog_app.command("show")(show_cmd)
+    catalog_app.command("sync")(sync_cmd)

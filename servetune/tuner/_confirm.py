@@ -154,43 +154,18 @@ def confirm(
     def on_round(rnd: int, number: Hashable) -> None:
         on_event(ConfirmRound(round=rnd, rounds=rounds, trial=int(number)))
 
-    # finalists in rank order, each against the baseline (its rounds measured once and reused): the
-    # first with a `better` verdict is adopted; one that fails its confirmation hands over to the next
-    base_values: list[tuple[float | None, str | None]] = []
-
-    def paired(key: Hashable, calls: dict[Hashable, int]) -> tuple[float | None, str | None]:
-        if key != baseline.number:
-            return measure(key)
-        k = calls[key] = calls.get(key, 0) + 1
-        if k > len(base_values):
-            base_values.append(measure(key))
-        return base_values[k - 1]
-
-    out_finalists: list[dict[str, Any]] = []
-    out: dict[str, Any] = {"base": {"values": [], "failures": [], "noise": NOISE_FLOOR}}
-    chosen = None
-    for t in finalists:
-        calls: dict[Hashable, int] = {}
-        out = run_interleaved(
-            [baseline.number, t.number],
-            rounds,
-            lambda key, calls=calls: paired(key, calls),
-            direction=objective.direction,
-            on_round=on_round,
-        )
-        rec = {"trial": t.number, **out["others"][t.number]}
-        out_finalists.append(rec)
-        if rec["verdict"] == BETTER:
-            chosen = rec
-            break
+    base, out_finalists, chosen = in_turn(
+        baseline.number, [t.number for t in finalists], rounds, measure, direction=objective.direction,
+        on_round=on_round,
+    )  # fmt: skip
     record = {
         "objective": objective.name,
         "direction": objective.direction,
         "rounds": rounds,
-        "noise": out["base"]["noise"],
+        "noise": base["noise"],
         "baseline_trial": baseline.number,
-        "baseline_values": out["base"]["values"],
-        "baseline_failures": out["base"]["failures"],
+        "baseline_values": base["values"],
+        "baseline_failures": base["failures"],
         "finalists": out_finalists,
         "chosen_trial": chosen["trial"] if chosen else baseline.number,
         "chosen_ratio": chosen["median"] if chosen else 1.0,
@@ -206,6 +181,42 @@ def confirm(
     s.study.set_user_attr("confirmation", record)
     on_event(Confirmed(record))
     return record
+
+
+def in_turn(
+    base: Hashable,
+    finalists: Sequence[Hashable],
+    rounds: int,
+    measure: Measure,
+    *,
+    direction: str,
+    on_round: Callable[[int, Hashable], None] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+    """Finalists in rank order, each interleaved with the baseline for `rounds` (`run_interleaved`); the
+    baseline's rounds are measured once and shared. The first finalist `better` is chosen and the rest
+    are not measured; one that is not hands over to the next. Returns (the baseline's record, each
+    finalist's record with its `trial`, the chosen one or None)."""
+    shared: list[tuple[float | None, str | None]] = []
+
+    def paired(key: Hashable, calls: dict[Hashable, int]) -> tuple[float | None, str | None]:
+        if key != base:
+            return measure(key)
+        k = calls[key] = calls.get(key, 0) + 1
+        if k > len(shared):
+            shared.append(measure(key))
+        return shared[k - 1]
+
+    records: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"base": {"values": [], "failures": [], "noise": NOISE_FLOOR}}
+    for key in finalists:
+        calls: dict[Hashable, int] = {}
+        out = run_interleaved(
+            [base, key], rounds, lambda k, calls=calls: paired(k, calls), direction=direction, on_round=on_round
+        )
+        records.append({"trial": key, **out["others"][key]})
+        if records[-1]["verdict"] == BETTER:
+            return out["base"], records, records[-1]
+    return out["base"], records, None
 
 
 def _kept_note(finalists: list[dict[str, Any]]) -> str:

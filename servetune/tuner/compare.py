@@ -98,6 +98,20 @@ def _preset_values(source: str) -> dict[str, Any]:
     return dict(preset.set)
 
 
+def _objective(rounds: int, objective: str, slos: tuple[LatencySlo, ...], search: CapacitySearch | None):
+    """The comparison's objective, once its settings are checked."""
+    from servetune.tuner.objectives import parse_objectives
+
+    if rounds < 1:
+        raise SpecError(f"--rounds must be >= 1, but got {rounds}", key_path="--rounds")
+    obj = parse_objectives(objective)[0]
+    if obj.name == "capacity" and (not slos or search is None):
+        raise SpecError("--objective capacity needs at least one latency --slo", help="e.g. --slo p99_ttft_ms<=1000")
+    if obj.name not in ("throughput", "capacity"):
+        raise SpecError(f"compare measures throughput or capacity, but got {objective!r}", key_path="--objective")
+    return obj
+
+
 def compare(
     ctx: Context,
     runner: BaseRunner,
@@ -125,15 +139,8 @@ def compare(
         "b": {..., "ratios", "median", "min", "max", "stdev", "verdict"}}`.
     """
     from servetune.tuner._trial import guard_record
-    from servetune.tuner.objectives import parse_objectives
 
-    if rounds < 1:
-        raise SpecError(f"--rounds must be >= 1, but got {rounds}", key_path="--rounds")
-    obj = parse_objectives(objective)[0]
-    if obj.name == "capacity" and (not slos or search is None):
-        raise SpecError("--objective capacity needs at least one latency --slo", help="e.g. --slo p99_ttft_ms<=1000")
-    if obj.name not in ("throughput", "capacity"):
-        raise SpecError(f"compare measures throughput or capacity, but got {objective!r}", key_path="--objective")
+    obj = _objective(rounds, objective, slos, search)
     sides = {a.label: a, b.label: b}
     res = {label: ctx.resolve(s.layer or None, use_rules=s.use_rules) for label, s in sides.items()}
     count = {label: 0 for label in sides}
