@@ -24,6 +24,16 @@ from servetune.tuner._storage import is_config_failure
 LAUNCH_FAILED = "constraints:launch_failed"
 
 
+OPTUNA_PRIVATE = ("Study._get_trials", "FrozenTrial._system_attrs")
+"""The two private Optuna names servetune uses, both here, because no public hook exists: a sampler
+sees the study only through `Study._get_trials` (what `TPESampler` calls, Optuna 3.0 to 5.0), and a
+trial's constraints only through its system attributes (`FrozenTrial.system_attrs` is read-only, so the
+view sets `_system_attrs`). Optuna's public way to shape what a sampler sees is a custom sampler or
+`constraints_func`, and neither lets a FAIL trial count as an infeasible point (TPE skips FAIL trials;
+optuna/optuna#2233). tests/test_structure.py fails if either name disappears from the installed Optuna,
+and allows no other private Optuna name in servetune."""
+
+
 class _FailuresAsInfeasible:
     """A study seen through: config-failed trials appear as infeasible PRUNED trials."""
 

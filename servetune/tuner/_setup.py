@@ -160,7 +160,7 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
             setup.study.set_user_attr(key, value)
         if o.enqueue_baselines:
             _enqueue_baselines(setup)
-    lost = _storage.fail_lost_trials(setup.study)
+    lost = _storage.fail_lost_trials(setup.study, setup.storage)
     if lost:
         on_event(LostTrials(tuple(lost)))
     return setup

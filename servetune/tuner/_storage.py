@@ -272,8 +272,20 @@ def worker_identity() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": _start_time(os.getpid())}
 
 
-def fail_lost_trials(study) -> list[int]:
-    """Fail RUNNING trials whose worker is gone: a dead pid on this host, or a stale heartbeat."""
+def trial_id(storage, study, number: int) -> int:
+    """The storage's id of trial `number` of `study`, through Optuna's public storage API
+    (`BaseStorage.get_study_id_from_name`, `get_trial_id_from_study_id_trial_number`)."""
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
+
+
+def frozen_trial(study, number: int):
+    """Trial `number` of `study` as it is stored now (`Study.get_trials`)."""
+    return next(t for t in study.get_trials(deepcopy=False) if t.number == number)
+
+
+def fail_lost_trials(study, storage) -> list[int]:
+    """Fail RUNNING trials whose worker is gone: a dead pid on this host, or a stale heartbeat.
+    `storage`: the study's (`optuna.storages`), written to directly where a trial's own worker is gone."""
     import optuna
     from optuna.trial import TrialState
 
@@ -285,15 +297,16 @@ def fail_lost_trials(study) -> list[int]:
         who = t.user_attrs.get("worker") or {}
         if who.get("host") != host or _alive(who.get("pid"), who.get("pid_started")):
             continue
+        tid = trial_id(storage, study, t.number)
         try:
-            study._storage.set_trial_user_attr(t._trial_id, "failure", _lost(f"pid {who.get('pid')} on {host} is gone"))
-            if not study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
+            storage.set_trial_user_attr(tid, "failure", _lost(f"pid {who.get('pid')} on {host} is gone"))
+            if not storage.set_trial_state_values(tid, state=TrialState.FAIL):
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
         if t.user_attrs.get("run_dir"):
             reap_orphan_server(Path(t.user_attrs["run_dir"]))
-        retry_lost_trial(study, study._storage.get_trial(t._trial_id))
+        retry_lost_trial(study, storage.get_trial(tid))
         failed.append(t.number)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -115,8 +115,9 @@ class TrialDriver:
         s = self.s
         source = trial.user_attrs.get("source", "sampler")
         if source in SOURCES_BASELINE:
-            fixed_params = s.study._storage.get_trial(trial._trial_id).system_attrs.get("fixed_params") or {}
-            params = suggest(trial, s.space, only=fixed_params)
+            # a baseline samples only what it was enqueued with (what the rules or defaults set in the space)
+            enqueued = _storage.frozen_trial(s.study, trial.number).system_attrs.get("fixed_params") or {}
+            params = suggest(trial, s.space, only=enqueued)
             layer: dict[str, Any] = {}
         else:
             record = _model.load(s.study) if s.capacity else None
@@ -304,7 +305,7 @@ class TrialDriver:
         failure = {"class": "interrupted", "message": "stopped by Ctrl-C; a retry was queued", "log_tail": ""}
         trial.set_user_attr("failure", failure)
         study.tell(trial, state=TrialState.FAIL)
-        _storage.retry_lost_trial(study, study._storage.get_trial(trial._trial_id))
+        _storage.retry_lost_trial(study, _storage.frozen_trial(study, trial.number))
         self.on_event(
             TrialFinished(
                 number=trial.number,
@@ -357,8 +358,7 @@ class TrialDriver:
     def finished(self, number: int) -> None:
         """Send `TrialFinished` for a told trial, with the best so far and the launches counted."""
         s = self.s
-        storage = s.study._storage
-        t = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(s.study._study_id, number))
+        t = _storage.frozen_trial(s.study, number)
         space = s.space.as_dict()
         summary = summarize_trial(t, s.objectives, s.slos, space)
         trials = s.study.get_trials(deepcopy=False)

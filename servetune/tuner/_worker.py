@@ -91,7 +91,7 @@ class SlotWorkers:
         study = self.s.study
         while not self.stop.is_set():
             with self.lock:
-                _storage.fail_lost_trials(study)
+                _storage.fail_lost_trials(study, self.s.storage)
                 trials = study.get_trials(deepcopy=False)
                 if launches(trials) >= self.s.options.trials:
                     return
@@ -118,7 +118,7 @@ class SlotWorkers:
                     warnings.simplefilter("ignore", UserWarning)
                     trial = study.ask()
                 trial.set_user_attr("worker", {**_storage.worker_identity(), "slot": slot.index})
-            with _storage.Heartbeat(self.s.storage, trial._trial_id):
+            with _storage.Heartbeat(self.s.storage, _storage.trial_id(self.s.storage, study, trial.number)):
                 try:
                     self.driver.run(trial, slot)
                 except KeyboardInterrupt:
