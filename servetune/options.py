@@ -5,7 +5,7 @@ A settings dataclass carries its options on its fields' types:
     @dataclass(kw_only=True)
     class CapacityOptions:
         resolution: Annotated[
-            float, opt("--resolution", min=0.01, max=1.0, panel=CAPACITY, help="Stop bisecting when ...")
+            float, opt("--resolution", min=0.01, max=1.0, panel=CAPACITY_PANEL, help="Stop bisecting when ...")
         ] = 0.05
 
 `servetune.cli._declare` turns such fields into the command's Typer options and the parsed values

@@ -16,7 +16,7 @@ from servetune.errors import SpecError
 from servetune.limits import MAX_REQUESTS
 from servetune.options import CLIENT, OBJECTIVE, RUN_DIR, SGLANG_CMD, SLO, STARTUP_TIMEOUT, opt, requests_opt
 
-__all__ = ["CAPACITY", "DEFAULT_WORKLOAD", "CapacityOptions", "TuneOptions", "parse_duration", "parse_gpu_ids"]
+__all__ = ["CAPACITY_PANEL", "DEFAULT_WORKLOAD", "CapacityOptions", "TuneOptions", "parse_duration", "parse_gpu_ids"]
 
 DEFAULT_WORKLOAD = "text-chat"
 """The workload a study or a comparison measures when none is given."""
@@ -54,7 +54,7 @@ def parse_gpu_ids(text: str | None, option: str = "--gpus") -> tuple[str, ...]:
     return ids
 
 
-CAPACITY = "Capacity search"
+CAPACITY_PANEL = "Capacity search"
 """The `--help` panel of the capacity options."""
 
 
@@ -66,7 +66,7 @@ class CapacityOptions:
     start_rate: Annotated[
         float | None,
         opt(
-            "--start-rate", min=0.001, panel=CAPACITY,
+            "--start-rate", min=0.001, panel=CAPACITY_PANEL,
             help="First rate of the capacity search (req/s; default: the workload's request_rate, else 4). A "
             "tuning study's later trials start at the incumbent's capacity.",
         ),
@@ -74,7 +74,7 @@ class CapacityOptions:
     resolution: Annotated[
         float,
         opt(
-            "--resolution", min=0.01, max=1.0, panel=CAPACITY,
+            "--resolution", min=0.01, max=1.0, panel=CAPACITY_PANEL,
             help="Stop bisecting when the highest met and lowest missed rates are this close (relative); the "
             "backlog test flags growth of half this share of the rate.",
         ),
@@ -82,7 +82,7 @@ class CapacityOptions:
     step_seconds: Annotated[
         float,
         opt(
-            "--step-seconds", min=1.0, panel=CAPACITY,
+            "--step-seconds", min=1.0, panel=CAPACITY_PANEL,
             help="Longest run of one capacity step (s): a step stops at its verdict, and at this length an open one "
             "is undecided (not met). Lengthened at low rates to reach the requests a verdict needs.",
         ),
@@ -90,7 +90,7 @@ class CapacityOptions:
     confidence: Annotated[
         float,
         opt(
-            "--confidence", min=0.5, max=0.999, panel=CAPACITY,
+            "--confidence", min=0.5, max=0.999, panel=CAPACITY_PANEL,
             help="Confidence of each step's SLO verdicts (a sequential binomial test). A p99 SLO is met at 95% after "
             "433 judged requests with none over (685 with one, 882 with two), at 99% after 622; p90 at 95% after 41.",
         ),
@@ -98,14 +98,14 @@ class CapacityOptions:
     step_warmup_seconds: Annotated[
         float,
         opt(
-            "--step-warmup-seconds", min=0.0, panel=CAPACITY,
+            "--step-warmup-seconds", min=0.0, panel=CAPACITY_PANEL,
             help="Seconds of arrivals at each step's start that no verdict judges (the server fills its batch).",
         ),
     ] = 5.0  # fmt: skip
     soak_horizon: Annotated[
         float,
         opt(
-            "--soak-horizon", min=1.0, panel=CAPACITY,
+            "--soak-horizon", min=1.0, panel=CAPACITY_PANEL,
             help="The backlog test extrapolates requests in flight and queueing delay to this many seconds after a "
             "step's start: a step whose queue would break the TTFT bound by then is missed.",
         ),
@@ -113,7 +113,7 @@ class CapacityOptions:
     backlog_seconds: Annotated[
         float,
         opt(
-            "--backlog-seconds", min=1.0, panel=CAPACITY,
+            "--backlog-seconds", min=1.0, panel=CAPACITY_PANEL,
             help="Seconds of judged arrivals before the backlog test first decides (a shorter window reads an "
             "arrival burst as a backlog); a step is met no sooner.",
         ),
@@ -121,7 +121,7 @@ class CapacityOptions:
     warmup_wave: Annotated[
         int,
         opt(
-            "--warmup-wave", min=0, panel=CAPACITY,
+            "--warmup-wave", min=0, panel=CAPACITY_PANEL,
             help="Requests sent all at once after each launch, before the first step, and judged by nothing "
             "(kernels compile and caches fill on first use); 0: none.",
         ),
@@ -215,14 +215,14 @@ class TuneOptions(CapacityOptions, ResolveOptions):
     confirm_step_seconds: Annotated[
         float | None,
         opt(
-            "--confirm-step-seconds", min=1.0, panel=CAPACITY,
+            "--confirm-step-seconds", min=1.0, panel=CAPACITY_PANEL,
             help="Longest run of a step in the confirmation's capacity searches (default: --step-seconds).",
         ),
     ] = None  # fmt: skip
     confirm_soak_seconds: Annotated[
         float,
         opt(
-            "--confirm-soak-seconds", min=0.0, panel=CAPACITY,
+            "--confirm-soak-seconds", min=0.0, panel=CAPACITY_PANEL,
             help="After the confirmation rounds of a capacity study, soak the winner at its confirmed capacity and "
             "the baseline at the winner's rate for this many seconds (fresh launches; 0: none).",
         ),

@@ -1,8 +1,12 @@
 """Latency SLOs (`--slo p99_ttft_ms<=800`) and goodput, as vLLM's and SGLang's `--goodput` define it.
 
-An SLO bounds one latency statistic: `STAT_METRIC[_ms]<=N` (or `<`), with STAT one of p50, p90,
-p95, p99, mean, median and METRIC one of ttft, tpot, itl, e2e (milliseconds). Two things are
-judged against a set of SLOs:
+**One grammar for every `--slo`** (bench, compare, tune; `parse_bound`): `NAME OP N`. A latency
+statistic `STAT_METRIC[_ms]<=N` (or `<`), with STAT one of p50, p90, p95, p99, mean, median and
+METRIC one of ttft, tpot, itl, e2e (milliseconds), is a `LatencySlo`: what a run's verdicts, goodput
+and a capacity search judge. Any other metric the benchmark reports, with `<=`, `<`, `>=` or `>`
+(`steady_request_throughput>=10`), is a `MetricBound`: a study's constraint on a throughput
+objective (a latency SLO is one too, on its statistic). One error style: the SLO as written, what is
+wrong, an example. Two things are judged against a set of latency SLOs:
 
 - **the verdict** of a run: each SLO's statistic over the run's requests against its bound (TTFT
   and E2E from each request's scheduled arrival when the run had a schedule: `request_latency_ms`),
@@ -19,9 +23,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LatencySlo",
+    "MetricBound",
+    "parse_bound",
     "SloReport",
     "SloVerdict",
     "judge",
@@ -46,7 +52,10 @@ __all__ = [
 STATS = ("p50", "p90", "p95", "p99", "mean", "median")
 METRICS = ("ttft", "tpot", "itl", "e2e")
 _FORM = re.compile(r"^(?P<stat>[a-z0-9]+)_(?P<metric>[a-z0-9]+?)(?:_latency)?(?:_ms)?\s*(?P<op><=|<)\s*(?P<bound>\S+)$")
-_EXAMPLE = "write STAT_METRIC_ms<=N, e.g. --slo p99_ttft_ms<=800 --slo p99_tpot_ms<=40"
+_EXAMPLE = (
+    "write STAT_METRIC_ms<=N, e.g. --slo p99_ttft_ms<=800 --slo p99_tpot_ms<=40 (a study also takes a bound on "
+    "any reported metric, e.g. steady_request_throughput>=10)"
+)
 
 
 @dataclass(frozen=True)
@@ -123,9 +132,82 @@ def parse_slo(text: str) -> LatencySlo:
     return LatencySlo(stat, metric, bound, strict=m["op"] == "<")  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class MetricBound:
+    """A bound on any metric the benchmark reports, e.g. `steady_request_throughput>=10`: a study's
+    constraint (Optuna's `constraints_func` reads `violation`)."""
+
+    metric: str
+    op: Literal["<=", "<", ">=", ">"]
+    bound: float
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.bound:g}"
+
+    def violation(self, metrics: Mapping[str, Any]) -> float:
+        """<= 0 when met, the (positive) overshoot otherwise; a metric the run did not produce counts as
+        a violation (the bound cannot be claimed to hold)."""
+        value = metrics.get(self.metric)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return 1e12
+        excess = value - self.bound if self.op in ("<=", "<") else self.bound - value
+        if self.op in ("<", ">") and excess == 0:
+            return 1e-9
+        return excess
+
+    @classmethod
+    def of(cls, slo: LatencySlo | MetricBound) -> MetricBound:
+        """A latency SLO as a bound on the `Metrics` field of its statistic (`p99_ttft_ms<=800`)."""
+        if isinstance(slo, MetricBound):
+            return slo
+        return cls(slo.key, "<" if slo.strict else "<=", slo.bound_ms)
+
+
+_BOUND = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)(?P<op><=|>=|<|>)(?P<bound>.*)$")
+_LATENCY_NAME = re.compile(r"^(?:p\d+|mean|median)_[a-z0-9]+(?:_latency)?(?:_ms)?$")
+"""A latency statistic's name (with or without `_ms`); any name ending in `_ms` is one too."""
+
+
+def parse_bound(text: str) -> LatencySlo | MetricBound:
+    """One `--slo` in the one grammar (module docstring): a `LatencySlo` for a latency statistic in
+    ms, else a `MetricBound` on the named metric.
+
+    Raises:
+        SpecError: No `NAME OP N`; a latency SLO that is not STAT_METRIC_ms<=N (`parse_slo`'s errors);
+            a bound that is not a finite number.
+    """
+    raw = (text or "").strip().replace(" ", "")
+    m = _BOUND.match(raw)
+    if m is None:
+        raise SpecError(f"cannot read the SLO {text!r}", key_path="--slo", help=_EXAMPLE)
+    if m["name"].endswith("_ms") or _LATENCY_NAME.match(m["name"]):
+        return parse_slo(text)
+    try:
+        bound = float(m["bound"])
+    except ValueError:
+        where = f"--slo {text}"
+        raise SpecError(f"the SLO bound {m['bound']!r} is not a number", key_path=where, help=_EXAMPLE) from None
+    if not math.isfinite(bound):
+        where = f"--slo {text}"
+        raise SpecError(f"the SLO bound must be a finite number, but got {m['bound']!r}", key_path=where, help=_EXAMPLE)
+    return MetricBound(m["name"], m["op"], bound)  # type: ignore[arg-type]
+
+
 def parse_slos(texts: Iterable[str]) -> tuple[LatencySlo, ...]:
-    """Every `--slo`; the same statistic twice is an error."""
-    slos = tuple(parse_slo(t) for t in texts)
+    """Every `--slo` of a run, a comparison or a capacity search: latency SLOs only; the same statistic
+    twice is an error."""
+    slos = []
+    for text in texts:
+        slo = parse_bound(text)
+        if isinstance(slo, MetricBound):
+            raise SpecError(
+                f"the SLO {text!r} bounds {slo.metric}, not a latency",
+                key_path="--slo",
+                help="runs, comparisons and capacities are judged on latency SLOs STAT_METRIC_ms<=N, "
+                "e.g. --slo p99_ttft_ms<=2000; a bound on another metric is a study's constraint (tune)",
+            )
+        slos.append(slo)
+    slos = tuple(slos)
     keys = [s.key for s in slos]
     twice = sorted({k for k in keys if keys.count(k) > 1})
     if twice:

@@ -21,11 +21,11 @@ from servetune.tuner._options import TuneOptions
 from servetune.tuner._params import baseline_params, encode_params, ordinal_values
 from servetune.tuner._result import TrialSummary, summarize_trial
 from servetune.tuner.events import LostTrials
-from servetune.tuner.objectives import CAPACITY, Objective, Slo, parse_objectives, parse_slo
+from servetune.tuner.objectives import CAPACITY, Objective, parse_constraint, parse_objectives
 from servetune.tuner.space import ResolvedSpace, build_space, default_space_name, load_shipped_space
 
 if TYPE_CHECKING:
-    from servetune.bench.slo import LatencySlo
+    from servetune.bench.slo import LatencySlo, MetricBound
     from servetune.context import Context, Resolution
     from servetune.runner import CapacitySearch
     from servetune.schema.catalog import Catalog
@@ -41,7 +41,7 @@ class StudySetup:
     """Facts, catalog, rules, preset and pins, read once; every trial resolves from it."""
     workload: Workload
     objectives: tuple[Objective, ...]
-    slos: tuple[Slo, ...]
+    slos: tuple[MetricBound, ...]
     rules_res: Resolution
     """The `rules` baseline's resolution (the rules' launch, or SGLang's with `--no-rules`)."""
     space: ResolvedSpace
@@ -110,7 +110,7 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
     workload = load_workload(o.workload_or_default)
     objectives = parse_objectives(o.objective)
     latency_slos, search = _capacity(o, objectives, workload)
-    slos = () if search is not None else tuple(parse_slo(s) for s in o.slos)
+    slos = () if search is not None else tuple(parse_constraint(s) for s in o.slos)
     ctx = Context.build(o.model, **{**o.context_kwargs(), "workload": workload})
     rules_res = ctx.resolve()
     space = _space(o, ctx, workload, rules_res)
@@ -274,7 +274,7 @@ def _slots(gpus_option: tuple[str, ...], tp: int) -> list[Slot]:
     return [Slot(i, tuple(gpus[i * tp : (i + 1) * tp])) for i in range(len(gpus) // tp)]
 
 
-def _sampler(o: TuneOptions, slos: tuple[Slo, ...]):
+def _sampler(o: TuneOptions, slos: tuple[MetricBound, ...]):
     import optuna
 
     if o.sampler == "random":

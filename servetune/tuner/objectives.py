@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from servetune.bench.slo import MetricBound, parse_bound
 from servetune.errors import SpecError, did_you_mean
 
 Direction = Literal["maximize", "minimize"]
@@ -94,46 +95,10 @@ def parse_objectives(text: str | list[str] | tuple[str, ...]) -> tuple[Objective
     return tuple(objectives)
 
 
-@dataclass(frozen=True)
-class Slo:
-    """A bound on one metric, e.g. `p99_ttft_ms <= 2000`."""
-
-    metric: str
-    op: Literal["<=", "<", ">=", ">"]
-    bound: float
-
-    def __str__(self) -> str:
-        return f"{self.metric}{self.op}{self.bound:g}"
-
-    def violation(self, metrics: Mapping[str, Any]) -> float:
-        """Optuna's constraint value: <= 0 when met, the (positive) overshoot otherwise.
-
-        A metric the run did not produce counts as a violation (we cannot claim the SLO held).
-        """
-        value = metric_value(metrics, self.metric)
-        if value is None:
-            return 1e12
-        excess = value - self.bound if self.op in ("<=", "<") else self.bound - value
-        if self.op in ("<", ">") and excess == 0:
-            return 1e-9
-        return excess
-
-
-_SLO = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)\s*(?P<op><=|>=|<|>)\s*(?P<bound>[-+0-9.eE]+)\s*$")
-
-
-def parse_slo(text: str) -> Slo:
-    """`p99_ttft_ms<=2000`, `steady_request_throughput>=10`, ..."""
-    m = _SLO.match(text)
-    if m is None:
-        raise SpecError(
-            f"cannot parse SLO {text!r}", key_path="--slo", help="write METRIC<=NUMBER, e.g. p99_ttft_ms<=2000"
-        )
-    try:
-        bound = float(m["bound"])
-    except ValueError:
-        raise SpecError(f"SLO bound {m['bound']!r} is not a number", key_path=f"--slo {text}") from None
-    return Slo(m["metric"], m["op"], bound)  # type: ignore[arg-type]
+def parse_constraint(text: str) -> MetricBound:
+    """A study's `--slo` on a throughput objective: the one `--slo` grammar (`bench.slo.parse_bound`),
+    a latency SLO as a bound on its statistic's metric."""
+    return MetricBound.of(parse_bound(text))
 
 
 def check_metric_names(names: list[str], available: Mapping[str, Any], *, where: str) -> None:

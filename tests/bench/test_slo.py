@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servetune.bench.metrics import RequestRecord, compute_metrics
-from servetune.bench.slo import LatencySlo, parse_slo, parse_slos, request_meets
+from servetune.bench.slo import LatencySlo, MetricBound, parse_bound, parse_slo, parse_slos, request_meets
 from servetune.errors import SpecError
 
 
@@ -117,3 +117,31 @@ def test_slo_latencies_run_from_the_scheduled_arrival():
     assert by["p99_e2e_ms<=1000"].value_ms == pytest.approx(800.0)
     assert m.p99_ttft_ms == pytest.approx(100.0)
     assert m.lateness_max_ms == pytest.approx(300.0)
+
+
+def test_one_grammar_for_every_slo():
+    """bench, compare and tune read `--slo` one way: a latency statistic is a `LatencySlo` (verdicts,
+    goodput, capacity), any other metric a `MetricBound` (a study's constraint); a latency SLO is also
+    a bound on its statistic's field."""
+    assert parse_bound("p99_ttft_ms<=800") == LatencySlo("p99", "ttft", 800.0)
+    assert parse_bound("median_e2e_latency_ms < 50") == LatencySlo("median", "e2e", 50.0, strict=True)
+    assert parse_bound("steady_request_throughput>=10") == MetricBound("steady_request_throughput", ">=", 10.0)
+    assert MetricBound.of(parse_slo("p50_tpot_ms<=40")) == MetricBound("median_tpot_ms", "<=", 40.0)
+    for text, message in (
+        ("steady_request_throughput>=ten", "the SLO bound 'ten' is not a number"),
+        ("throughput>=inf", "the SLO bound must be a finite number, but got 'inf'"),
+        ("=10", "cannot read the SLO '=10'"),
+        ("p99_ttfb_ms<=800", "unknown latency 'ttfb' in the SLO 'p99_ttfb_ms<=800'"),
+    ):
+        with pytest.raises(SpecError) as err:
+            parse_bound(text)
+        assert err.value.message == message
+
+
+def test_a_run_a_comparison_and_a_capacity_take_latency_slos_only():
+    with pytest.raises(SpecError) as err:
+        parse_slos(["p99_ttft_ms<=800", "steady_request_throughput>=10"])
+    assert (
+        err.value.message == "the SLO 'steady_request_throughput>=10' bounds steady_request_throughput, not a latency"
+    )
+    assert "a study's constraint (tune)" in err.value.help

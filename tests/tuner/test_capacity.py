@@ -156,7 +156,7 @@ def test_capacity_slos_are_checked_and_a_resume_with_other_settings_is_refused(t
         Tuner(_options(tmp_path, cap_space, slos=()), runner=runner).prepare()
     with pytest.raises(SpecError, match="unknown statistic 'p98'"):
         Tuner(_options(tmp_path, cap_space, slos=("p98_ttft_ms<=100",)), runner=runner).prepare()
-    with pytest.raises(SpecError, match="cannot read the SLO"):
+    with pytest.raises(SpecError, match="bounds steady_request_throughput, not a latency"):
         Tuner(_options(tmp_path, cap_space, slos=("steady_request_throughput>=3",)), runner=runner).prepare()
     with pytest.raises(SpecError, match="capacity is searched alone"):
         Tuner(_options(tmp_path, cap_space, objective="capacity,p99_ttft"), runner=runner).prepare()
