@@ -59,7 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from servetune.bench.capacity import Capacity, StepOutcome, StepPlan, find_capacity
-from servetune.bench.metrics import RequestRecord
+from servetune.bench.schema import RequestRecord
 from servetune.bench.slo import LatencySlo, parse_slos
 from servetune.bench.verdict import replay
 

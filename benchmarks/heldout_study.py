@@ -45,7 +45,7 @@ graphs, out-of-memory at start, and the overlap scheduler's finer CPU/GPU overla
 How it was written
 ------------------
 Held out: from first principles about LLM serving and the interfaces in the brief
-(`servetune.testing.simulated.arrivals` / `SimulatedRun`, `servetune.bench.metrics.RequestRecord`,
+(`servetune.testing.simulated.arrivals` / `SimulatedRun`, `servetune.bench.schema.RequestRecord`,
 `servetune.testing.fake.FakeRunner`, `servetune.tuner`), without reading servetune's own
 simulators, stand-in server or server model. The constants were chosen so the defaults sustain a
 few tens of requests per second at the SLOs below and a larger decode graph or a running limit
@@ -82,7 +82,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from servetune.bench.metrics import RequestRecord  # noqa: E402
+from servetune.bench.schema import RequestRecord  # noqa: E402
 from servetune.testing.fake import FakeRunner  # noqa: E402
 from servetune.testing.simulated import SimulatedRun, arrivals  # noqa: E402
 

@@ -20,7 +20,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from servetune.bench.metrics import RequestRecord, steady_window
+from servetune.bench.schema import RequestRecord
+from servetune.bench.windows import steady_window
 
 FIELDS = ("success", "start", "ttft", "latency", "output_len", "prompt_len", "images", "error")
 

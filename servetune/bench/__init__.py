@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from servetune.bench._run import CrossCheck, choose_client, cross_check, run_benchmark
 from servetune.bench._sglang_jsonl import parse_sglang_jsonl
-from servetune.bench.metrics import Metrics, SteadyWindow
+from servetune.bench.schema import Metrics, SteadyWindow
 from servetune.bench.workloads import list_workloads, load_workload
 
 __all__ = [

@@ -34,9 +34,11 @@ from typing import Any
 from servetune import interrupts
 from servetune.bench._bodies import Bodies
 from servetune.bench._probe import auth_headers, base_url_of, calibrate_tokens_per_word, probe_server
-from servetune.bench.metrics import Metrics, RequestRecord, compute_metrics, offered_ratio
+from servetune.bench.metrics import compute_metrics
+from servetune.bench.schema import Metrics, RequestRecord
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import StepJudge
+from servetune.bench.windows import offered_ratio
 from servetune.errors import BenchError
 from servetune.schema.workload import Workload
 

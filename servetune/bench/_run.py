@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from servetune.bench.metrics import Metrics
+from servetune.bench.schema import Metrics
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import StepJudge
 from servetune.bench.workloads import load_workload

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from servetune.bench._sglang_jsonl import parse_sglang_jsonl
-from servetune.bench.metrics import Metrics
+from servetune.bench.schema import Metrics
 from servetune.errors import BenchError
 from servetune.schema.workload import Workload
 

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from servetune.bench.metrics import LATENCIES, STATS, Metrics
+from servetune.bench.schema import LATENCIES, STATS, Metrics
 from servetune.errors import BenchError
 
 __all__ = ["parse_sglang_jsonl"]

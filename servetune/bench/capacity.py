@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from servetune.bench.metrics import Metrics
+from servetune.bench.schema import Metrics
 from servetune.bench.servermodel import StepProfile
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import StepJudge, StepRules, StepVerdict

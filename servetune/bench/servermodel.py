@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
-    from servetune.bench.metrics import RequestRecord
+    from servetune.bench.schema import RequestRecord
     from servetune.bench.slo import LatencySlo
 
 __all__ = ["ModelPoint", "ServerModel", "StepProfile", "profile_step", "server_limits"]
@@ -211,7 +211,7 @@ def profile_step(
     SGLang's scheduler records (`t` on the same clock); None when fewer than `MIN_REQUESTS` judged
     requests finished. `graph_bs`: the server's decode graph size (else read off the telemetry: the
     largest batch that ran in a graph, where one ran outside it)."""
-    from servetune.bench.metrics import percentile
+    from servetune.bench.stats import percentile
 
     if not records:
         return None

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from servetune.errors import SpecError, did_you_mean
 
 if TYPE_CHECKING:
-    from servetune.bench.metrics import RequestRecord
+    from servetune.bench.schema import RequestRecord
 
 __all__ = [
     "LatencySlo",
@@ -242,7 +242,7 @@ def samples_ms(records: Iterable[RequestRecord], metric: str) -> list[float]:
 
 def statistic(values: Sequence[float], stat: str) -> float:
     """`stat` (p50, p90, p95, p99, mean, median) of `values` (0.0 when empty, as SGLang reports)."""
-    from servetune.bench.metrics import percentile
+    from servetune.bench.stats import percentile
 
     if not values:
         return 0.0

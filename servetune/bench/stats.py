@@ -25,7 +25,7 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Literal
 
-__all__ = ["SequentialBinomial", "Trend", "max_missed", "min_judged", "t_quantile", "trend"]
+__all__ = ["SequentialBinomial", "Trend", "max_missed", "min_judged", "percentile", "t_quantile", "trend"]
 
 GRID = 16
 """Points of each mixture prior (the likelihood ratio is averaged over them)."""
@@ -237,3 +237,15 @@ def trend(times: Sequence[float], values: Sequence[float], lag: int | None = Non
         s += 2.0 * (1.0 - k / (lag + 1.0)) * math.fsum(u[i] * u[i - k] for i in range(k, n))
     var = max(s, 0.0) / (sxx * sxx) * n / max(n - 2, 1)
     return Trend(slope=slope, se=math.sqrt(var), level=ym, t_mean=tm, bins=n, lag=lag)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) of already sorted values, interpolated linearly like numpy."""
+    n = len(sorted_values)
+    if n == 0:
+        return 0.0
+    position = (n - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, n - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction

@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from servetune.bench.metrics import offered_ratio
 from servetune.bench.slo import LatencySlo, request_latency_ms, statistic
 from servetune.bench.stats import SequentialBinomial, design_effect, min_judged, t_quantile, trend
+from servetune.bench.windows import offered_ratio
 
 if TYPE_CHECKING:
-    from servetune.bench.metrics import RequestRecord
+    from servetune.bench.schema import RequestRecord
 
 __all__ = ["OFFERED_MIN", "BacklogCheck", "SloCheck", "StepJudge", "StepRules", "StepVerdict", "replay"]
 

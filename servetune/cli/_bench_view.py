@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from servetune.bench.metrics import Metrics
+    from servetune.bench.schema import Metrics
 
 
 class progress:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from servetune.bench.capacity import RunStep, StepOutcome, StepPlan
-from servetune.bench.metrics import RequestRecord, compute_metrics
+from servetune.bench.metrics import compute_metrics
+from servetune.bench.schema import RequestRecord
 from servetune.bench.servermodel import profile_step
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import replay

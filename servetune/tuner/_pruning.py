@@ -6,7 +6,7 @@ trials are compared at equal progress, and only once the partial steady window h
 one full wave of completions (`window_ready`: `steady_completed >= concurrency`, `MIN_WINDOW_WAVES`);
 before that the window is ramp-up (on the H200, the old median pruner stopped trials whose window
 held 5-9 completions). While requests are still being sent, the builtin client's partial window
-counts whole waves from the end of the first one (`bench.metrics.steady_window`, `sending=True`),
+counts whole waves from the end of the first one (`bench.windows.steady_window`, `sending=True`),
 so the first window decision comes after two waves of completions. On the stand-in, the trials that ran to
 the end read 98-100% of their full-run throughput there; half a wave read 60-64% (a window that ends
 inside a burst of completions), so the gate stays at one wave.

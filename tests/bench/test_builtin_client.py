@@ -148,7 +148,8 @@ def test_partial_windows_mid_run_keep_the_whole_waves_after_the_first():
 
 
 def test_the_run_dir_keeps_every_request_and_the_steady_figure_recomputes_from_it(tmp_path):
-    from servetune.bench.metrics import RequestRecord, steady_window
+    from servetune.bench.schema import RequestRecord
+    from servetune.bench.windows import steady_window
 
     longer = TEXT.model_copy(update={"requests": 64})
     with FakeServer(ttft_s=0.004, itl_s=0.002) as server:

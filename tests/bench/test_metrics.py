@@ -8,15 +8,10 @@ from pathlib import Path
 import pytest
 
 from servetune.bench import parse_sglang_jsonl
-from servetune.bench.metrics import (
-    FIT_MIN_WAVES,
-    RequestRecord,
-    compute_metrics,
-    fitted_rate,
-    percentile,
-    steady_window,
-    summarize,
-)
+from servetune.bench.metrics import compute_metrics, summarize
+from servetune.bench.schema import RequestRecord
+from servetune.bench.stats import percentile
+from servetune.bench.windows import FIT_MIN_WAVES, fitted_rate, steady_window
 from servetune.errors import BenchError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "bench"

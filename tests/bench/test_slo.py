@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servetune.bench.metrics import RequestRecord, compute_metrics
+from servetune.bench.metrics import compute_metrics
+from servetune.bench.schema import RequestRecord
 from servetune.bench.slo import LatencySlo, MetricBound, parse_bound, parse_slo, parse_slos, request_meets
 from servetune.errors import SpecError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from servetune.bench._builtin import load_requests
-from servetune.bench.metrics import RequestRecord
+from servetune.bench.schema import RequestRecord
 from servetune.bench.slo import parse_slos, samples_ms, statistic
 from servetune.bench.stats import SequentialBinomial, max_missed, min_judged, t_quantile, trend
 from servetune.bench.verdict import StepJudge, StepRules, replay

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from servetune.bench.metrics import window_rate
+from servetune.bench.windows import window_rate
 from servetune.testing.standin import _rules
 from servetune.testing.standin._config import OOM_AT_START_FRACTION, build_parser, kv_capacity, resolve
 
@@ -49,7 +49,7 @@ def expected_throughput(
     flags; `--model-path` may be left out) under `concurrency` clients that each send one text
     request of `input_tokens`/`output_tokens` after the previous one completes.
 
-    The steady window is the builtin client's (`servetune.bench.metrics.steady_window`): from
+    The steady window is the builtin client's (`servetune.bench.windows.steady_window`): from
     the later of the `trim*n`-th and the `concurrency`-th completion to the earlier of the
     `(n-1-trim*n)`-th completion and the last send, its rate the builtin client's (`window_rate`: a
     fitted slope from three waves on). Deterministic; no noise, no overhead.
