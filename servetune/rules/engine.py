@@ -79,6 +79,20 @@ def _known(catalog: Catalog, key: str) -> bool:
 
 
 class _Resolver:
+    """One resolution's working state: the rules in the target's version window, split into `prefer`
+    and `require`, and every candidate value they and the user's layers propose, coerced once.
+
+    `run()` finds the fixed point of which prefer rules apply (each rule's condition sees the config
+    the other active rules and the layers build); `build(active)` merges the candidates of those rules
+    and of the layers into one value per key (highest layer wins, `Derived` values follow their
+    source); `resolve()` and the require phase read only these public methods and fields:
+
+    - `prefer`, `require`: the rules in the window; `outcomes`: rules outside it;
+    - `rule_candidates[rule_id]`: what each prefer rule sets; `upper`: the preset, trial and pin values;
+    - `skipped`: values this SGLang release lacks or refuses, with where they were written;
+    - `superseded`: after `run()`, rule id -> the rule that superseded it.
+    """
+
     def __init__(
         self, facts: Facts, rules: RuleSet, catalog: Catalog, layers: list[LayerInput], use_rules: bool
     ) -> None:
@@ -89,6 +103,7 @@ class _Resolver:
         self.outcomes: dict[str, RuleOutcome] = {}
         self.prefer: list[LoadedRule] = []
         self.require: list[LoadedRule] = []
+        self.superseded: dict[str, str] = {}
         for lr in rules.rules if use_rules else ():
             if not in_window(self.version, lr.rule.sglang):
                 self.outcomes[lr.id] = RuleOutcome(
@@ -100,12 +115,14 @@ class _Resolver:
             (self.require if lr.rule.kind == "require" else self.prefer).append(lr)
         self.rule_candidates: dict[str, list[_Candidate]] = {}
         for lr in self.prefer:
-            self.rule_candidates[lr.id] = self._rule_candidates(lr, "rule")
+            self.rule_candidates[lr.id] = self.candidates_of(lr, "rule")
         self.upper: list[_Candidate] = []
         for layer in sorted(layers, key=lambda item: LAYER_ORDER[item.layer]):
             self.upper.extend(self._layer_candidates(layer))
 
-    def _rule_candidates(self, lr: LoadedRule, layer: str) -> list[_Candidate]:
+    def candidates_of(self, lr: LoadedRule, layer: str) -> list[_Candidate]:
+        """The values `lr` sets as candidates of `layer`; a key this release lacks or a value it refuses
+        is a `Skipped` instead."""
         out = []
         for key, value in lr.rule.set.items():
             if not _known(self.catalog, key):
@@ -200,7 +217,7 @@ class _Resolver:
         for c in reversed(chain):
             if not isinstance(c.value, Derived):
                 return c.value
-            value = self._derive(c, merged)
+            value = self.derive(c, merged)
             if value is not UNSET:
                 return value
             if skips is not None:
@@ -214,7 +231,9 @@ class _Resolver:
                 )
         return UNSET
 
-    def _derive(self, c: _Candidate, merged: dict[str, Any]) -> Any:
+    def derive(self, c: _Candidate, merged: dict[str, Any]) -> Any:
+        """A `Derived` candidate's value from its source in `merged`, clamped and coerced; UNSET while
+        the source is unset."""
         d: Derived = c.value
         value = merged.get(d.source, UNSET)
         if value is UNSET:
@@ -329,7 +348,7 @@ def resolve(
         decisions = tuple(
             _decision(c, merged, r)
             for c in chain
-            if not isinstance(c.value, Derived) or r._derive(c, merged) is not UNSET
+            if not isinstance(c.value, Derived) or r.derive(c, merged) is not UNSET
         )
         target = env if is_env_name(key) else fields
         target[key] = Resolved(key=key, kind="env" if target is env else "field", value=value, chain=decisions)
@@ -347,7 +366,7 @@ def resolve(
 
 
 def _decision(c: _Candidate, merged: Mapping[str, Any], r: _Resolver) -> Decision:
-    value = r._derive(c, merged) if isinstance(c.value, Derived) else c.value
+    value = r.derive(c, merged) if isinstance(c.value, Derived) else c.value
     reason = c.reason
     if isinstance(c.value, Derived):
         reason = f"{reason} (= {c.value.source})" if reason else f"= {c.value.source}"
@@ -371,7 +390,7 @@ def _require_phase(
             ]
             culprits = [chains[name][-1] for name in names if name in chains]
             _raise_violation(lr, culprits, trace, None)
-        for c in r._rule_candidates(lr, "require"):
+        for c in r.candidates_of(lr, "require"):
             current = merged.get(c.key, UNSET)
             chain = chains.setdefault(c.key, [])
             if current is UNSET or current == c.value:
