@@ -1,5 +1,5 @@
 """Generate the reference docs from the schema and the data: docs/rules.md, docs/presets.md,
-docs/schema/*.json. `tests/schema/test_generated_docs.py` fails when they are stale.
+docs/schema/*.json. `tests/cli/test_commands.py::test_generated_docs_are_current` fails when they are stale.
 
     python scripts/gen_docs.py            # write
     python scripts/gen_docs.py --check    # exit 1 when a file would change

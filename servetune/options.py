@@ -104,7 +104,7 @@ QUIET = opt(
 RUN_DIR = opt(
     "--run-dir",
     help="Directory for the run's files: logs, metrics, every request (default: a new one under "
-    "$SERVETUNE_RUNS_DIR or ./runs; tune: runs/tune/<study>, with the study's SQLite file).",
+    "$SERVETUNE_RUNS_DIR or ./runs; tune: tune/<study> there, with the study's SQLite file).",
 )
 OUT = opt(
     "--out",

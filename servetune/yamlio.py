@@ -3,7 +3,7 @@ validation errors that point at them.
 
 Rule, preset, hardware, workload and search-space files may come from users, so loading is
 bounded before anything is built: files over `MAX_BYTES`, and documents that have, once aliases
-are expanded, over `MAX_NODES` nodes or `MAX_DEPTH` levels are refused with a `SpecError` naming
+are expanded, over `MAX_YAML_NODES` nodes or `MAX_DEPTH` levels are refused with a `SpecError` naming
 the file and line. Anchors and aliases stay allowed (the shipped rules use them), but an alias
 counts as the whole value it repeats, so a few lines of nested aliases ("billion laughs", which
 would grow to gigabytes) stop at the alias that crosses the limit. Only `yaml.safe_load` semantics:
@@ -27,7 +27,7 @@ from servetune.errors import SourceLocation, SpecError, did_you_mean
 __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
-    "MAX_NODES",
+    "MAX_YAML_NODES",
     "KeyPath",
     "decode_utf8",
     "path_problem",
@@ -42,7 +42,7 @@ __all__ = [
 
 MAX_BYTES = 4 * 1024 * 1024
 """Largest YAML file servetune reads (the shipped rule files together are under 100 KiB)."""
-MAX_NODES = 500_000
+MAX_YAML_NODES = 500_000
 """Most scalars, mappings and sequences in one document, aliases expanded (8,000 generated rules
 are about 150,000)."""
 MAX_DEPTH = 64
@@ -253,7 +253,7 @@ def load_yaml_with_spans(
     text: str | None = None,
     *,
     max_bytes: int = MAX_BYTES,
-    max_nodes: int = MAX_NODES,
+    max_nodes: int = MAX_YAML_NODES,
     max_depth: int = MAX_DEPTH,
 ) -> tuple[Any, Spans]:
     """Parse YAML safely and within bounds; return `(data, spans)`.

@@ -57,3 +57,18 @@ def test_the_private_optuna_names_the_sampler_relies_on_still_exist():
     assert callable(getattr(optuna.study.Study, "_get_trials", None))
     trial = optuna.trial.create_trial(value=1.0, params={}, distributions={})
     assert isinstance(trial._system_attrs, dict)
+
+
+def test_only_the_cli_may_import_typer_and_the_contract_says_so_for_every_module():
+    """The import contract `options-declare-only` names every top-level module and package but the CLI,
+    so a new package cannot slip under it (lint-imports then enforces it in scripts/test.sh)."""
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "options-declare-only"]
+    present = {
+        f"servetune.{p.stem if p.is_file() else p.name}"
+        for p in PACKAGE.iterdir()
+        if (p.suffix == ".py" and p.stem not in ("__init__", "__main__")) or (p / "__init__.py").is_file()
+    }
+    assert set(contract["source_modules"]) == present - {"servetune.cli"}

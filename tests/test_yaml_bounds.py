@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from servetune.errors import SpecError
-from servetune.yamlio import MAX_BYTES, MAX_DEPTH, MAX_NODES, load_yaml, load_yaml_with_spans
+from servetune.yamlio import MAX_BYTES, MAX_DEPTH, MAX_YAML_NODES, load_yaml, load_yaml_with_spans
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMORY_CAP = 1 << 30
@@ -58,7 +58,7 @@ def test_the_alias_bomb_is_refused_fast_under_a_1_gib_memory_cap(tmp_path):
     result = json.loads(proc.stdout)
     assert result["seconds"] < 1.0
     assert result["outcome"] == (
-        f"error[invalid-spec]: YAML expands to more than {MAX_NODES:,} nodes (through alias '*e')\n"
+        f"error[invalid-spec]: YAML expands to more than {MAX_YAML_NODES:,} nodes (through alias '*e')\n"
         f"  --> {bomb}:6:32\n"
         "   = help: split the file, or write fewer aliases: servetune bounds what a file may expand to so that a "
         "small file cannot grow into gigabytes"
@@ -113,15 +113,15 @@ def test_text_over_the_size_cap_is_refused(tmp_path):
 
 
 def test_a_document_over_the_node_cap_is_refused_where_it_crosses(tmp_path):
-    """MAX_NODES + 1 nodes (in a file well under the size cap) is a SpecError at the crossing node."""
+    """MAX_YAML_NODES + 1 nodes (in a file well under the size cap) is a SpecError at the crossing node."""
     path = tmp_path / "many.yaml"
-    path.write_text("[" + ",".join(["0"] * MAX_NODES) + "]\n", encoding="utf-8")
+    path.write_text("[" + ",".join(["0"] * MAX_YAML_NODES) + "]\n", encoding="utf-8")
     assert path.stat().st_size < MAX_BYTES
     with pytest.raises(SpecError) as info:
         load_yaml(path)
-    assert info.value.message == f"YAML expands to more than {MAX_NODES:,} nodes"
+    assert info.value.message == f"YAML expands to more than {MAX_YAML_NODES:,} nodes"
     assert info.value.location.path == str(path)
-    assert info.value.location.line == 1 and info.value.location.column == 2 * MAX_NODES
+    assert info.value.location.line == 1 and info.value.location.column == 2 * MAX_YAML_NODES
 
 
 def test_exactly_the_node_cap_loads():

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from servetune.bench.schema import LATENCIES, STATS, Metrics
+from servetune.bench.schema import LATENCIES, SUMMARY_STATS, Metrics
 from servetune.errors import BenchError
 
 __all__ = ["parse_sglang_jsonl"]
@@ -82,7 +82,7 @@ def parse_sglang_jsonl(
     failed = max(requests - completed, 0)
     stats = {}
     for name in LATENCIES:
-        for stat in STATS:
+        for stat in SUMMARY_STATS:
             key = f"{stat}_{name}_ms"
             if data.get(key) is not None:
                 stats[key] = float(data[key])

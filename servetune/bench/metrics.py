@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from servetune.bench.schema import STATS, Metrics, RequestRecord
+from servetune.bench.schema import SUMMARY_STATS, Metrics, RequestRecord
 from servetune.bench.slo import LatencySlo, judge
 from servetune.bench.stats import percentile
 from servetune.bench.windows import lateness, steady_window
@@ -33,7 +33,7 @@ __all__ = ["compute_metrics", "summarize"]
 def summarize(values: Sequence[float]) -> dict[str, float]:
     """mean, median, std (population), p90, p95, p99 of `values` (0.0 each when empty)."""
     if not values:
-        return dict.fromkeys(STATS, 0.0)
+        return dict.fromkeys(SUMMARY_STATS, 0.0)
     ordered = sorted(values)
     n = len(ordered)
     mean = math.fsum(ordered) / n

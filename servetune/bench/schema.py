@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from servetune.bench.slo import SloReport
 
-__all__ = ["LATENCIES", "STATS", "Metrics", "RequestRecord", "SteadyWindow"]
+__all__ = ["LATENCIES", "SUMMARY_STATS", "Metrics", "RequestRecord", "SteadyWindow"]
 
-STATS = ("mean", "median", "std", "p90", "p95", "p99")
+SUMMARY_STATS = ("mean", "median", "std", "p90", "p95", "p99")
 LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
 
 

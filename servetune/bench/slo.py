@@ -164,13 +164,24 @@ class MetricBound:
 
 
 _BOUND = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)(?P<op><=|>=|<|>)(?P<bound>.*)$")
-_LATENCY_NAME = re.compile(r"^(?:p\d+|mean|median)_[a-z0-9]+(?:_latency)?(?:_ms)?$")
-"""A latency statistic's name (with or without `_ms`); any name ending in `_ms` is one too."""
+_LATENCY_NAME = re.compile(r"^(?P<stat>p\d+|mean|median)_(?P<metric>[a-z0-9]+?)(?:_latency)?(?:_ms)?$")
+"""A latency statistic's name: STAT_METRIC with `_ms` or not (its metric checked against `METRICS`)."""
+
+
+def _is_latency(name: str) -> bool:
+    """A latency SLO's name, or one close enough to it that a typo should be told (`p99_ttfx_ms`); any
+    other name (`p99_queue_delay_ms`, `steady_request_throughput`) bounds a reported metric."""
+    m = _LATENCY_NAME.match(name)
+    if m is None:
+        return False
+    metric = "e2e" if m["metric"] == "e2el" else m["metric"]
+    return metric in METRICS or did_you_mean(metric, METRICS) is not None
 
 
 def parse_bound(text: str) -> LatencySlo | MetricBound:
     """One `--slo` in the one grammar (module docstring): a `LatencySlo` for a latency statistic in
-    ms, else a `MetricBound` on the named metric.
+    ms (STAT_METRIC_ms with METRIC one of `METRICS`), else a `MetricBound` on the named metric (its
+    name is checked where the metrics are known: `tuner.objectives.parse_constraint`).
 
     Raises:
         SpecError: No `NAME OP N`; a latency SLO that is not STAT_METRIC_ms<=N (`parse_slo`'s errors);
@@ -180,7 +191,7 @@ def parse_bound(text: str) -> LatencySlo | MetricBound:
     m = _BOUND.match(raw)
     if m is None:
         raise SpecError(f"cannot read the SLO {text!r}", key_path="--slo", help=_EXAMPLE)
-    if m["name"].endswith("_ms") or _LATENCY_NAME.match(m["name"]):
+    if _is_latency(m["name"]):
         return parse_slo(text)
     try:
         bound = float(m["bound"])
@@ -225,9 +236,9 @@ def request_latency_ms(record: RequestRecord, metric: str) -> float | None:
         return (record.latency + record.lag) * 1000.0
     if metric == "tpot":
         return (record.latency - record.ttft) / (record.output_len - 1) * 1000.0 if record.output_len > 1 else None
-    if record.itl:
-        return math.fsum(record.itl) / len(record.itl) * 1000.0
-    return None
+    if metric == "itl":
+        return math.fsum(record.itl) / len(record.itl) * 1000.0 if record.itl else None
+    raise ValueError(f"no per-request latency {metric!r}: one of {', '.join(METRICS)}")
 
 
 def samples_ms(records: Iterable[RequestRecord], metric: str) -> list[float]:

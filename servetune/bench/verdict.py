@@ -515,7 +515,9 @@ def _outcome(r: RequestRecord, slo: LatencySlo, now: float) -> tuple[int, int, l
         return (1, 1, []) if waited > bound else None
     if slo.metric == "e2e":
         return (1, 1, []) if waited > bound else None
-    if r.ttft > 0.0 and r.output_len > 1:  # tpot: the decode so far already exceeds the budget
+    if slo.metric != "tpot":
+        raise ValueError(f"no in-flight rule for the latency {slo.metric!r}")
+    if r.ttft > 0.0 and r.output_len > 1:  # the decode so far already exceeds the budget
         decoding = (now - r.start - r.ttft) * 1000.0
         return (1, 1, []) if decoding > bound * (r.output_len - 1) else None
     return None

@@ -13,11 +13,10 @@ import typer
 
 from servetune.cli._declare import with_options
 from servetune.context import ResolveOptions
-from servetune.options import OUT as OUT_FILE
-from servetune.options import opt
+from servetune.options import OUT, opt
 from servetune.secrets import redact_text
 
-OUT = "Output"
+OUT_PANEL = "Output"
 
 
 class Format(str, Enum):
@@ -155,15 +154,15 @@ class EmitOptions:
     fmt: Annotated[
         Format,
         opt(
-            "--format", "-f", panel=OUT,
+            "--format", "-f", panel=OUT_PANEL,
             help="table (launch line + decisions), args, shell, env, yaml (SGLang --config), json.",
         ),
     ] = Format.table  # fmt: skip
-    out: Annotated[Path | None, OUT_FILE] = None
+    out: Annotated[Path | None, OUT] = None
     show_secrets: Annotated[
         bool,
         opt(
-            "--show-secrets", panel=OUT,
+            "--show-secrets", panel=OUT_PANEL,
             help="Print secret values (an api_key pin, tokens) as they are; by default they read <redacted>.",
         ),
     ] = False  # fmt: skip
@@ -175,7 +174,11 @@ class ExplainOptions:
 
     run: Annotated[
         Path | None,
-        opt("--run", panel=OUT, help="A launch's run directory: also show what SGLang itself changed (/server_info)."),
+        opt(
+            "--run",
+            panel=OUT_PANEL,
+            help="A launch's run directory: also show what SGLang itself changed (/server_info).",
+        ),
     ] = None
 
 

@@ -62,10 +62,15 @@ def new_run_dir(base: Path | str, kind: str, what: str = "runs directory") -> Pa
         return path
 
 
+def runs_root() -> Path:
+    """Where run directories go when none is given: `$SERVETUNE_RUNS_DIR`, default `./runs`."""
+    return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
+
+
 def default_run_dir(kind: str) -> Path:
-    """A new run directory under `$SERVETUNE_RUNS_DIR` (default `./runs`): `new_run_dir(base, kind)`."""
-    base = os.environ.get(RUNS_DIR_ENV)
-    return new_run_dir(Path(base or "runs"), kind, f"runs directory (${RUNS_DIR_ENV})" if base else "runs directory")
+    """A new run directory under `runs_root()`: `new_run_dir(base, kind)`."""
+    what = f"runs directory (${RUNS_DIR_ENV})" if os.environ.get(RUNS_DIR_ENV) else "runs directory"
+    return new_run_dir(runs_root(), kind, what)
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -34,7 +34,7 @@ from servetune.tuner._params import _coerce, encode_params
 if TYPE_CHECKING:
     from servetune.tuner._setup import StudySetup
 
-UNKNOWN = object()
+NO_NEIGHBOUR = object()
 """A value `snap` cannot place in the distribution."""
 
 REPORTED_AS: dict[str, tuple[str, ...]] = {
@@ -52,7 +52,7 @@ def local_budget(n_params: int, trials: int) -> int:
 
 
 def snap(value: Any, dist: Distribution) -> Any:
-    """The candidate of `dist` nearest to `value` (UNKNOWN when none is comparable): a choice
+    """The candidate of `dist` nearest to `value` (NO_NEIGHBOUR when none is comparable): a choice
     as is, a number to the nearest numeric choice (on a log scale when all are positive), a
     range value clipped to the bounds and rounded onto the step grid."""
     if isinstance(dist, ChoiceDistribution):
@@ -60,10 +60,10 @@ def snap(value: Any, dist: Distribution) -> Any:
             return next(c for c in dist.choices if type(c) is type(value) and c == value) if value is not None else None
         numbers = [c for c in dist.choices if _is_number(c)]
         if not _is_number(value) or not numbers:
-            return UNKNOWN
+            return NO_NEIGHBOUR
         return min(numbers, key=lambda c: _distance(value, c, log=all(x > 0 for x in (*numbers, value))))
     if not _is_number(value):
-        return UNKNOWN
+        return NO_NEIGHBOUR
     low, high = dist.bounds
     v = min(max(float(value), low), high)
     if isinstance(dist, IntDistribution):
@@ -130,7 +130,7 @@ def effective_params(
         if value is None and not (isinstance(dist, ChoiceDistribution) and dist.contains(None)):
             return None  # not reported, and "auto" is not a choice
         placed = snap(_number_from_text(_coerce(value, dist)), dist)
-        if placed is UNKNOWN:
+        if placed is NO_NEIGHBOUR:
             return None
         out[name] = placed
     return out

@@ -46,7 +46,7 @@ UNUSED_KV = 0.5
 """KV token usage below this in every step: the pool never bound, memory fraction is frozen."""
 HEADROOM = 2.0
 """A running limit or graph size above this many times the largest running batch seen is cut off."""
-GRID = 40
+LIMIT_GRID = 40
 """Running limits the seed's search tries across a log-scale integer range."""
 
 
@@ -157,9 +157,11 @@ def _candidates(dist: Distribution | None) -> list[Any]:
         return [None]
     if isinstance(dist, IntDistribution):
         low, high = dist.bounds
-        if high - low <= GRID:
+        if high - low <= LIMIT_GRID:
             return list(range(low, high + 1, dist.step))
-        out = sorted({int(round(low * (high / low) ** (i / (GRID - 1)))) for i in range(GRID)} | {low, high})
+        out = sorted(
+            {int(round(low * (high / low) ** (i / (LIMIT_GRID - 1)))) for i in range(LIMIT_GRID)} | {low, high}
+        )
         return [v for v in out if (v - low) % dist.step == 0] or [low, high]
     if isinstance(dist, FloatDistribution):
         low, high = dist.bounds

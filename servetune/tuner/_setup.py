@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servetune.errors import SpecError, TuningError
+from servetune.launch import runs_root
 from servetune.secrets import is_secret_field, is_secret_name, redact
 from servetune.tuner import _storage
 from servetune.tuner._evaluate import Slot
@@ -116,7 +117,7 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
     space = _space(o, ctx, workload, rules_res)
     tp = int(rules_res.requested().get("tp_size") or o.tp or 1)
     name = o.study or _slug(f"{Path(str(o.model)).name}-{o.gpu or 'local'}-{workload.name}")
-    run_dir = Path(o.run_dir) if o.run_dir else Path("runs") / "tune" / name
+    run_dir = Path(o.run_dir) if o.run_dir else runs_root() / "tune" / name
     if o.storage:
         _storage.check_storage_url(o.storage)  # refused before any directory is made
     made = _make_dirs(run_dir)

@@ -134,6 +134,8 @@ def open_storage(url: str, *, existing: bool = False):
     if existing:
         _check_optuna_schema(url, engine_kwargs, shown)
         kwargs["skip_table_creation"] = True  # a read creates nothing
+    elif url.startswith("sqlite"):
+        _check_sqlite_is_a_study(url, shown)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -176,6 +178,37 @@ def _check_optuna_schema(url: str, engine_kwargs: dict[str, Any], shown: str) ->
         raise TuningError(
             f"{shown} holds no Optuna study (no {', '.join(missing)} table); nothing was written to it",
             help="pass the storage a `servetune tune` run used (runs/tune/<study>/study.db by default)",
+        )
+
+
+def _sqlite_tables(url: str, shown: str) -> list[str] | None:
+    """The tables of the SQLite file `url` names, looked at read-only; None when there is no such file yet."""
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.exc import SQLAlchemyError
+
+    path = url.split("://", 1)[1].split("?", 1)[0][1:]
+    if not path or not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return None
+    try:
+        engine = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
+        try:
+            return inspect(engine).get_table_names()
+        finally:
+            engine.dispose()
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise TuningError(f"cannot read storage {shown}: {reason}", help=_STORAGE_HELP) from None
+
+
+def _check_sqlite_is_a_study(url: str, shown: str) -> None:
+    """A study writes Optuna's tables into a new SQLite file or one that holds them already, never into
+    a database of something else (a PostgreSQL database is the operator's to share and is not checked)."""
+    tables = _sqlite_tables(url, shown)
+    if tables and any(t not in tables for t in OPTUNA_TABLES):
+        raise TuningError(
+            f"{shown} is an SQLite database of something else (tables: {', '.join(sorted(tables)[:6])}); "
+            "nothing was written to it",
+            help="give the study a file of its own (a new path, or the study.db of an earlier `servetune tune`)",
         )
 
 

@@ -97,20 +97,38 @@ def parse_objectives(text: str | list[str] | tuple[str, ...]) -> tuple[Objective
 
 def parse_constraint(text: str) -> MetricBound:
     """A study's `--slo` on a throughput objective: the one `--slo` grammar (`bench.slo.parse_bound`),
-    a latency SLO as a bound on its statistic's metric."""
-    return MetricBound.of(parse_bound(text))
+    a latency SLO as a bound on its statistic's metric.
+
+    Raises:
+        SpecError: the grammar's errors; a metric the benchmark never reports (with the closest name).
+    """
+    bound = MetricBound.of(parse_bound(text))
+    known = metric_names()
+    if bound.metric not in known:
+        hint = did_you_mean(bound.metric, known)
+        raise SpecError(
+            f"the benchmark reports no metric {bound.metric!r} (in the SLO {text!r})",
+            key_path="--slo",
+            help=(f"did you mean {hint!r}? " if hint else "")
+            + "a study's --slo bounds a latency (p99_ttft_ms<=2000) or any figure of `bench --json`'s metrics, "
+            "e.g. steady_request_throughput>=10, completed>=100",
+        )
+    return bound
 
 
-def check_metric_names(names: list[str], available: Mapping[str, Any], *, where: str) -> None:
-    """Fail early when an objective or SLO names a metric the benchmark never reports."""
-    for name in names:
-        if metric_value(available, name) is None and name not in available:
-            hint = did_you_mean(name, available)
-            raise SpecError(
-                f"the benchmark reports no metric {name!r}",
-                key_path=where,
-                help=(f"did you mean {hint!r}? " if hint else "") + f"metrics: {', '.join(sorted(available))}",
-            )
+def metric_names() -> frozenset[str]:
+    """Every name `flatten_metrics` can produce: the numeric fields of `bench.schema.Metrics`, its steady
+    window's as `steady_*`, and the `comparable_*` throughputs."""
+    from servetune.bench.schema import Metrics, SteadyWindow
+
+    names = {n for n, f in Metrics.model_fields.items() if _numeric(f.annotation)}
+    names |= {f"steady_{n}" for n, f in SteadyWindow.model_fields.items() if _numeric(f.annotation)}
+    return frozenset(names | {"comparable_request_throughput", "comparable_output_throughput"})
+
+
+def _numeric(annotation: Any) -> bool:
+    text = str(annotation)
+    return any(t in text for t in ("float", "int")) and "list" not in text and "dict" not in text
 
 
 def metric_value(metrics: Mapping[str, Any], key: str) -> float | None:

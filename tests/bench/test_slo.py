@@ -6,7 +6,15 @@ import pytest
 
 from servetune.bench.metrics import compute_metrics
 from servetune.bench.schema import RequestRecord
-from servetune.bench.slo import LatencySlo, MetricBound, parse_bound, parse_slo, parse_slos, request_meets
+from servetune.bench.slo import (
+    LatencySlo,
+    MetricBound,
+    parse_bound,
+    parse_slo,
+    parse_slos,
+    request_latency_ms,
+    request_meets,
+)
 from servetune.errors import SpecError
 
 
@@ -128,6 +136,9 @@ def test_one_grammar_for_every_slo():
     assert parse_bound("median_e2e_latency_ms < 50") == LatencySlo("median", "e2e", 50.0, strict=True)
     assert parse_bound("steady_request_throughput>=10") == MetricBound("steady_request_throughput", ">=", 10.0)
     assert MetricBound.of(parse_slo("p50_tpot_ms<=40")) == MetricBound("median_tpot_ms", "<=", 40.0)
+    # a figure in ms that is not one of the four latencies bounds a metric; a near miss is a typo
+    assert parse_bound("p99_queue_delay_ms<=100") == MetricBound("p99_queue_delay_ms", "<=", 100.0)
+    assert parse_bound("lateness_p99_ms<=5") == MetricBound("lateness_p99_ms", "<=", 5.0)
     for text, message in (
         ("steady_request_throughput>=ten", "the SLO bound 'ten' is not a number"),
         ("throughput>=inf", "the SLO bound must be a finite number, but got 'inf'"),
@@ -137,6 +148,13 @@ def test_one_grammar_for_every_slo():
         with pytest.raises(SpecError) as err:
             parse_bound(text)
         assert err.value.message == message
+
+
+def test_a_latency_the_judges_do_not_know_is_an_error_not_another_latency():
+    record = RequestRecord(success=True, finished=True, ttft=0.1, latency=1.0, output_len=10, itl=[0.1])
+    assert request_latency_ms(record, "itl") == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="no per-request latency 'queue'"):
+        request_latency_ms(record, "queue")
 
 
 def test_a_run_a_comparison_and_a_capacity_take_latency_slos_only():

@@ -72,6 +72,33 @@ def test_report_reads_a_study_without_changing_its_database(tmp_path):
     assert _digest(db) == before and _tables(db) == tables
 
 
+def test_a_study_writes_into_no_other_programs_sqlite_database(tmp_path):
+    """`tune --storage sqlite:///other.db` on a file holding someone else's tables: refused, its bytes and
+    tables stay; a new file, or a study's own, is written as before."""
+    from servetune.errors import TuningError
+    from servetune.testing import FakeRunner
+    from servetune.tuner import TuneOptions, Tuner
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("create table mine (x integer)")
+    before = _digest(other)
+
+    def options(url):
+        return TuneOptions(model="qwen3-8b", gpu="h200", workload="text-chat", trials=1, run_dir=tmp_path / "s",
+                           study="s", confirm_rounds=0, requests=64, storage=url)  # fmt: skip
+
+    runner = FakeRunner(lambda call: {"completed": call.total, "request_throughput": 9.0})
+    with pytest.raises(TuningError, match="SQLite database of something else") as err:
+        Tuner(options(f"sqlite:///{other}"), runner=runner).run()
+    assert "mine" in err.value.message and "nothing was written to it" in err.value.message
+    assert _digest(other) == before and _tables(other) == ["mine"]
+    new = tmp_path / "new.db"
+    Tuner(options(f"sqlite:///{new}"), runner=runner).run()
+    assert "studies" in _tables(new)
+    Tuner(options(f"sqlite:///{new}"), runner=runner).run()  # its own study's file opens again
+
+
 REFUSED = {
     "tune-storage-scheme": ["tune", "-m", "qwen3-8b", "--gpu", "h200", "--storage", "mysql://x/y"],
     "tune-storage-missing-dir": ["tune", "-m", "qwen3-8b", "--gpu", "h200", "--storage", "sqlite:////nonexistent/x.db"],

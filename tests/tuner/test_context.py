@@ -139,3 +139,15 @@ def test_the_tune_command_passes_rules_no_rules_and_nnodes(tune_env, workload_fi
         argv = t.user_attrs["argv"]
         assert "--schedule-policy" not in argv
         assert argv[argv.index("--nnodes") + 1] == "1"
+
+
+def test_a_study_without_run_dir_goes_under_the_runs_directory(files, monkeypatch):
+    """`$SERVETUNE_RUNS_DIR` holds tune's studies too (runs/tune/<study>), so `servetune runs` finds
+    their servers where it finds every other run."""
+    monkeypatch.chdir(files)
+    monkeypatch.setenv("SERVETUNE_RUNS_DIR", str(files / "elsewhere"))
+    tuner = Tuner(_options(files, run_dir=None, study="s1", trials=1), runner=FakeRunner(_score))
+    tuner.prepare()
+    assert tuner.setup.run_dir == files / "elsewhere" / "tune" / "s1"
+    assert (files / "elsewhere" / "tune" / "s1" / "study.db").is_file()
+    assert not (files / "runs").exists()

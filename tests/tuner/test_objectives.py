@@ -38,6 +38,20 @@ def test_slo_violation_is_an_optuna_constraint_value():
     assert "STAT_METRIC_ms<=N" in err.value.help
 
 
+def test_a_constraint_names_a_metric_the_benchmark_reports():
+    """Checked at start against the schema (`bench.schema.Metrics`), so a typo does not make every trial
+    infeasible."""
+    assert str(parse_constraint("completed>=100")) == "completed>=100"
+    assert str(parse_constraint("steady_request_throughput>=3")) == "steady_request_throughput>=3"
+    with pytest.raises(SpecError, match="reports no metric 'complted'") as err:
+        parse_constraint("complted>=100")
+    assert "did you mean 'completed'?" in err.value.help
+    with pytest.raises(SpecError, match="reports no metric 'p99_queue_delay_ms'"):
+        parse_constraint("p99_queue_delay_ms<=100")
+    with pytest.raises(SpecError, match="unknown latency 'ttfx'"):
+        parse_constraint("p99_ttfx_ms<=100")
+
+
 def test_the_tune_command_imports_no_optuna_launcher_or_bench_at_cli_start():
     code = (
         "import sys, servetune.cli; "
