@@ -47,6 +47,17 @@ class SpaceParam:
     name: str
     distribution: Distribution
     source: str
+    location: SourceLocation | None = None
+    """Where a file declared it (file, line, column); None for `--space-set` and shipped data."""
+    key: str | None = None
+    """Its key path in that file (`tune.NAME`)."""
+
+    def where(self) -> dict[str, Any]:
+        """The `SpecError` position of a problem with this name: file:line:col and key path when a
+        file declared it, else the source and the name."""
+        if self.location is not None:
+            return {"location": self.location, "key_path": self.key or self.name}
+        return {"key_path": f"{self.source}: {self.name}"}
 
     @property
     def is_env(self) -> bool:
@@ -77,7 +88,7 @@ def parse_distribution(value: Any, *, where: str, location: SourceLocation | Non
         return _DISTRIBUTION.validate_python(value)
     except ValidationError as exc:
         raise SpecError(
-            f"invalid distribution {value!r}: {_distribution_problem(value, exc)}",
+            f"invalid distribution {_shown(value)}: {_distribution_problem(value, exc)}",
             location=location,
             key_path=where,
             help="write {int: [low, high]}, {float: [low, high], step: 0.01}, {choice: [a, b]} (optional log: true)",
@@ -85,6 +96,26 @@ def parse_distribution(value: Any, *, where: str, location: SourceLocation | Non
 
 
 _KIND_MODELS = {"int": IntDistribution, "float": FloatDistribution, "choice": ChoiceDistribution}
+
+
+_PLAIN = {
+    "int_parsing": "not an integer",
+    "int_type": "not an integer",
+    "int_from_float": "not an integer",
+    "float_parsing": "not a number",
+    "float_type": "not a number",
+    "bool_parsing": "not true or false",
+    "bool_type": "not true or false",
+}
+"""Validator messages in the space's own words (no library phrasing in a user's error)."""
+
+
+def _shown(value: Any) -> str:
+    """A distribution as the YAML spells it (`{int: [a, 64]}`), not as a Python repr."""
+    try:
+        return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    except yaml.YAMLError:
+        return repr(value)
 
 
 def _distribution_problem(value: Any, exc: ValidationError) -> str:
@@ -113,7 +144,7 @@ def _distribution_problem(value: Any, exc: ValidationError) -> str:
     if kind in ("missing", "too_short", "too_long"):
         return f"`{kinds[0]}` takes two bounds, [low, high]"
     got = err.get("input")
-    message = str(err.get("msg", "invalid")).replace("Value error, ", "")
+    message = _PLAIN.get(str(kind), str(err.get("msg", "invalid")).replace("Value error, ", ""))
     shown = f", but got {got!r}" if not isinstance(got, (dict, list, tuple)) and "but got" not in message else ""
     return f"{where + ': ' if where else ''}{message}{shown}"
 
@@ -155,9 +186,15 @@ def load_space_file(path: str | Path) -> dict[str, Distribution]:
     """The `tune:` block of a YAML file (a space file, a preset or a workload), or of a shipped space
     named instead of a path (`capacity-vlm`); a bare mapping also works. Errors name the file, line and
     column and the key path (`tune.NAME`)."""
+    return {name: param.distribution for name, param in load_space_params(path).items()}
+
+
+def load_space_params(path: str | Path) -> dict[str, SpaceParam]:
+    """`load_space_file` with where each name was declared (file, line, column, key path), so the
+    checks against the catalog point at the line too."""
     p = Path(path)
     if not p.exists() and not p.is_symlink() and str(path) in shipped_spaces():
-        return load_shipped_space(str(path))
+        return {n: SpaceParam(n, d, str(path)) for n, d in load_shipped_space(str(path)).items()}
     if not p.exists() and not p.is_symlink():
         raise SpecError(
             f"search-space file not found: {p}",
@@ -174,14 +211,12 @@ def load_space_file(path: str | Path) -> dict[str, Distribution]:
             help="see servetune/data/spaces/*.yaml",
         )
     prefix = ("tune",) if nested else ()
-    return {
-        str(name): parse_distribution(
-            value,
-            where=".".join([*prefix, str(name)]),
-            location=spans.nearest((*prefix, name), SourceLocation(str(p))),
-        )
-        for name, value in tune.items()
-    }
+    params = {}
+    for name, value in tune.items():
+        key, location = ".".join([*prefix, str(name)]), spans.nearest((*prefix, name), SourceLocation(str(p)))
+        dist = parse_distribution(value, where=key, location=location)
+        params[str(name)] = SpaceParam(str(name), dist, str(path), location=location, key=key)
+    return params
 
 
 def default_space_name(workload_name: str | None, workload_kind: str) -> str:
@@ -232,7 +267,7 @@ def build_space(
     merged: dict[str, SpaceParam] = {}
     lenient: set[str] = set()
     if space_file is not None:
-        merged = {n: SpaceParam(n, d, str(space_file)) for n, d in load_space_file(space_file).items()}
+        merged = load_space_params(space_file)
     else:
         if default is not None:
             label, dists = default
@@ -261,7 +296,7 @@ def build_space(
         if name in UNTUNABLE:
             raise SpecError(
                 f"{name!r} cannot be searched: it changes the GPUs or the server a trial uses",
-                key_path=f"{param.source}: {name}",
+                **param.where(),
                 help="pin it with --set instead (tp is taken from the resolved config)",
             )
         problem = _check_name(name, param, catalog)
@@ -281,13 +316,13 @@ def build_space(
 
 
 def _check_name(name: str, param: SpaceParam, catalog: Catalog) -> SpecError | None:
-    where = f"{param.source}: {name}"
+    where = param.where()
     if param.is_env:
         if name not in catalog.env:
             hint = did_you_mean(name, catalog.env)
             return UnknownNameError(
                 f"unknown env var {name!r} for SGLang {catalog.sglang_version}",
-                key_path=where,
+                **where,
                 help=f"did you mean {hint!r}?" if hint else "see `servetune catalog show --env`",
             )
         return None
@@ -296,7 +331,7 @@ def _check_name(name: str, param: SpaceParam, catalog: Catalog) -> SpecError | N
         hint = did_you_mean(name, catalog.fields)
         return UnknownNameError(
             f"unknown SGLang field {name!r} for SGLang {catalog.sglang_version}",
-            key_path=where,
+            **where,
             help=f"did you mean {hint!r}?"
             if hint
             else "field names are SGLang's, with underscores (e.g. max_running_requests)",
@@ -307,21 +342,21 @@ def _check_name(name: str, param: SpaceParam, catalog: Catalog) -> SpecError | N
         if bad:
             return SpecError(
                 f"{name}: {bad} not among SGLang's choices",
-                key_path=where,
+                **where,
                 help=f"valid: {', '.join(map(str, spec.choices))}",
             )
     if spec.type == "bool" and not isinstance(dist, ChoiceDistribution):
-        return SpecError(f"{name} is a switch; search it as choice(true,false)", key_path=where)
+        return SpecError(f"{name} is a switch; search it as choice(true,false)", **where)
     if spec.type == "int" and isinstance(dist, FloatDistribution):
         return SpecError(
             f"{name} takes an integer, but the space gives a float range",
-            key_path=where,
+            **where,
             help="use {int: [low, high]}",
         )
     return _range_problem(name, dist, where)
 
 
-def _range_problem(name: str, dist: Any, where: str) -> SpecError | None:
+def _range_problem(name: str, dist: Any, where: dict[str, Any]) -> SpecError | None:
     """A range or choice that leaves the values SGLang can use (`servetune.catalog.ranges`)."""
     bounds = value_range(name)
     if bounds is None:
@@ -334,7 +369,7 @@ def _range_problem(name: str, dist: Any, where: str) -> SpecError | None:
         return None
     return SpecError(
         f"{name}: {', '.join(map(str, bad))} out of range: it must be {bounds.text()} ({bounds.why})",
-        key_path=where,
+        **where,
         help="narrow the range" + (", and search the sentinel as a choice" if bounds.also else ""),
     )
 

@@ -103,6 +103,10 @@ FILES.update(
         "sp_unknown_option.yaml": "summary: s\ntune:\n  max_running_requests: {int: [8, 64], lg: true}\n",
         "sp_no_kind.yaml": "summary: s\ntune:\n  max_running_requests: {floaty: [8, 64]}\n",
         "sp_bad_bound.yaml": "summary: s\ntune:\n  max_running_requests: {int: [a, 64]}\n",
+        "sp_out_of_range.yaml": "summary: s\ntune:\n  mem_fraction_static: {float: [0.5, 1.5]}\n",
+        "sp_typo.yaml": "summary: s\ntune:\n  max_runing_requests: {int: [8, 64]}\n",
+        "sp_bad_choice.yaml": "summary: s\ntune:\n  schedule_policy: {choice: [fcfs, bogus]}\n",
+        "sp_float_for_int.yaml": "summary: s\ntune:\n  max_running_requests: {float: [8, 64]}\n",
         "sp_scalar.yaml": "summary: s\ntune:\n  max_running_requests: 5\n",
         "sp_empty_choice.yaml": "summary: s\ntune:\n  schedule_policy: {choice: []}\n",
     }
@@ -460,6 +464,15 @@ CASES = [
           also="expected a mapping"),
     _case("tune --space empty choice", (*TUNE, "--space", "{d}/sp_empty_choice.yaml"),
           "{d}/sp_empty_choice.yaml:3:3", also="`choice` needs at least one value"),
+    # checks against SGLang's catalog point at the line too
+    _case("tune --space out of range", (*TUNE, "--space", "{d}/sp_out_of_range.yaml"),
+          "{d}/sp_out_of_range.yaml:3:3", also="tune.mem_fraction_static"),
+    _case("tune --space unknown field", (*TUNE, "--space", "{d}/sp_typo.yaml"), "{d}/sp_typo.yaml:3:3",
+          also="did you mean 'max_running_requests'?"),
+    _case("tune --space bad choice", (*TUNE, "--space", "{d}/sp_bad_choice.yaml"), "{d}/sp_bad_choice.yaml:3:3",
+          also="not among SGLang's choices"),
+    _case("tune --space float range for an int", (*TUNE, "--space", "{d}/sp_float_for_int.yaml"),
+          "{d}/sp_float_for_int.yaml:3:3", also="takes an integer"),
 ]  # fmt: skip
 
 
@@ -515,6 +528,8 @@ def test_bad_input_is_a_clear_error(case, corpus, capsys, monkeypatch, tmp_path)
     if case.also is not None:
         assert case.also in output, output
     assert not any(internal in output for internal in _PYDANTIC_INTERNALS), output
+    if case.name.startswith("tune --space"):  # a space file's errors are in its own words, no validator phrasing
+        assert "Input should be" not in output and "{'" not in output, output
     if case.absent is not None:
         assert not (corpus / case.absent).exists()
 
