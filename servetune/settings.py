@@ -16,7 +16,16 @@ from servetune.errors import SpecError
 from servetune.limits import MAX_REQUESTS
 from servetune.options import CLIENT, OBJECTIVE, RUN_DIR, SGLANG_CMD, SLO, STARTUP_TIMEOUT, opt, requests_opt
 
-__all__ = ["CAPACITY_PANEL", "DEFAULT_WORKLOAD", "CapacityOptions", "TuneOptions", "parse_duration", "parse_gpu_ids"]
+__all__ = [
+    "CAPACITY_PANEL",
+    "DEFAULT_WORKLOAD",
+    "STORAGE",
+    "STUDY_NAME",
+    "CapacityOptions",
+    "TuneOptions",
+    "parse_duration",
+    "parse_gpu_ids",
+]
 
 DEFAULT_WORKLOAD = "text-chat"
 """The workload a study or a comparison measures when none is given."""
@@ -129,6 +138,15 @@ class CapacityOptions:
 
 
 SEARCH, STUDY, RUN = "Search", "Study and storage", "Running trials"
+STORAGE = opt(
+    "--storage", panel=STUDY,
+    help="The study's Optuna RDB URL (sqlite:///tune.db, postgresql://...). tune: default SQLite in the run dir "
+    "(runs/tune/<study>/study.db); tune report: the storage a study used, read only.",
+)  # fmt: skip
+STUDY_NAME = opt(
+    "--study", panel=STUDY,
+    help="Study name (tune: same name + storage = resume; tune report: optional when the storage holds one study).",
+)  # fmt: skip
 """The `--help` panels of the study's own options."""
 
 
@@ -227,14 +245,8 @@ class TuneOptions(CapacityOptions, ResolveOptions):
             "the baseline at the winner's rate for this many seconds (fresh launches; 0: none).",
         ),
     ] = 300.0  # fmt: skip
-    storage: Annotated[
-        str | None,
-        opt(
-            "--storage", panel=STUDY,
-            help="Optuna RDB URL (sqlite:///tune.db, postgresql://...); default: SQLite in the run dir.",
-        ),
-    ] = None  # fmt: skip
-    study: Annotated[str | None, opt("--study", panel=STUDY, help="Study name (same name + storage = resume).")] = None
+    storage: Annotated[str | None, STORAGE] = None
+    study: Annotated[str | None, STUDY_NAME] = None
     run_dir: Annotated[Path | None, RUN_DIR] = None
     gpus: Annotated[
         tuple[str, ...],

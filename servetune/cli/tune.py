@@ -10,13 +10,13 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from servetune.cli._declare import with_options
-from servetune.options import JSON, OUT, QUIET
-from servetune.settings import TuneOptions
+from servetune.options import JSON, OUT, QUIET, opt
+from servetune.settings import STORAGE, STUDY_NAME, TuneOptions
 
 
 def register(app: typer.Typer) -> None:
@@ -78,26 +78,26 @@ def tune(ctx: typer.Context, o: TuneOptions, show: TuneOutput) -> None:
         print_summary(result)
 
 
-def report(
-    storage: Annotated[
-        str, typer.Option("--storage", help="The study's storage URL (e.g. sqlite:///runs/tune/<study>/study.db).")
-    ],
-    study: Annotated[
-        Optional[str], typer.Option("--study", help="Study name (optional when the storage holds one study).")
-    ] = None,
+@dataclass(kw_only=True)
+class ReportOptions:
+    """What `tune report` reads and writes."""
+
+    storage: Annotated[str | None, STORAGE] = None
+    study: Annotated[str | None, STUDY_NAME] = None
     out_dir: Annotated[
-        Optional[Path],
-        typer.Option(
+        Path | None,
+        opt(
             "--out-dir",
             help="Write summary.json and plots here: HTML with its JavaScript embedded (plotly) and PNG "
             "(matplotlib); pip install 'servetune[report]' for them.",
         ),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    preset_out: Annotated[
-        Optional[Path], typer.Option("--out", help="Also write the best config as a preset YAML.")
-    ] = None,
-) -> None:
+    ] = None
+    as_json: Annotated[bool, JSON] = False
+    preset_out: Annotated[Path | None, OUT] = None
+
+
+@with_options(show=ReportOptions, required=("storage",))
+def report(show: ReportOptions) -> None:
     """Trials table, best vs baseline, and plots (history, Pareto front, parameter importances).
 
     The same storage opens in optuna-dashboard: `optuna-dashboard sqlite:///runs/tune/<study>/study.db`
@@ -106,21 +106,21 @@ def report(
     from servetune.cli._output import check_output_dir, check_output_file
     from servetune.tuner.report import load_study_result, print_report, write_plots
 
-    if preset_out is not None:
-        check_output_file(preset_out, "--out")
-    if out_dir is not None:
-        check_output_dir(out_dir, "--out-dir")
-    study_obj, result = load_study_result(storage, study)
-    if preset_out is not None:
+    if show.preset_out is not None:
+        check_output_file(show.preset_out, "--out")
+    if show.out_dir is not None:
+        check_output_dir(show.out_dir, "--out-dir")
+    study_obj, result = load_study_result(show.storage, show.study)
+    if show.preset_out is not None:
         from servetune.tuner import write_preset
 
-        write_preset(result, preset_out)
-    if as_json:
+        write_preset(result, show.preset_out)
+    if show.as_json:
         print(json.dumps(result.as_json(), indent=2, default=str))
     else:
         print_report(result)
-    if out_dir is not None:
-        written = write_plots(study_obj, result, out_dir)
+    if show.out_dir is not None:
+        written = write_plots(study_obj, result, show.out_dir)
         for path in written:
             print(f"wrote {path}", file=sys.stderr)
         missing = _missing_plot_libraries()

@@ -33,6 +33,7 @@ EXPECTED = {
                "-q --quiet"],
     "resolve": [*RESOLVE, "--show-secrets", "-f --format", "-o --out"],
     "explain": [*RESOLVE, "--run"],
+    "tune report": ["--json", "--out-dir", "--storage", "--study", "-o --out"],
 }  # fmt: skip
 SHARED_ON_PURPOSE = {"--seed": "bench: a capacity search's sequence seed; tune: the sampler's seed"}
 """Flags two commands use for different things (everything else is one declaration)."""
@@ -41,8 +42,9 @@ SHARED_ON_PURPOSE = {"--seed": "bench: a capacity search's sequence seed; tune: 
 def _options(name: str) -> list[str]:
     import click
 
-    group = typer.main.get_command(app)
-    command = group.get_command(click.Context(group), name)
+    command = typer.main.get_command(app)
+    for part in name.split():
+        command = command.get_command(click.Context(command), part)
     out = []
     for p in command.params:
         if getattr(p, "param_type_name", "") != "option" or p.name == "help":
@@ -67,13 +69,13 @@ def test_every_flag_is_declared_once():
     from servetune.cli.launch import ServeOptions
     from servetune.cli.resolve import EmitOptions, ExplainOptions
     from servetune.cli.rules import LintOutput, RuleFiles
-    from servetune.cli.tune import TuneOutput
+    from servetune.cli.tune import ReportOptions, TuneOutput
     from servetune.context import ResolveOptions
     from servetune.settings import CapacityOptions
     from servetune.tuner import TuneOptions
 
     classes = (ResolveOptions, CapacityOptions, TuneOptions, BenchOptions, CompareOptions, ServeOptions, EmitOptions,
-               ExplainOptions, TuneOutput, RuleFiles, LintOutput)  # fmt: skip
+               ExplainOptions, TuneOutput, ReportOptions, RuleFiles, LintOutput)  # fmt: skip
     declared: dict[str, set[tuple]] = {}
     for cls in classes:
         for f in option_fields(cls):
