@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from servetune.schema.space import ChoiceDistribution, FloatDistribution, IntDistribution
-from servetune.tuner._local import UNKNOWN, effective_params, local_budget, neighbours, propose, snap
+from servetune.tuner._local import NO_NEIGHBOUR, effective_params, local_budget, neighbours, propose, snap
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,19 +37,19 @@ def _float(low, high, **kw):
         (1, _choice(0.5, 1.0), 1.0),  # an int among float choices: the listed float
         (None, _choice(None, 64, 128), None),  # auto is a choice
         ("lpm", _choice("fcfs", "lpm"), "lpm"),
-        ("dfs-weight", _choice("fcfs", "lpm"), UNKNOWN),  # not a choice and not a number
+        ("dfs-weight", _choice("fcfs", "lpm"), NO_NEIGHBOUR),  # not a choice and not a number
         (2048, _int(32, 1024, log=True), 1024),  # clipped into the range
         (13, _int(0, 32, step=4), 12),  # onto the step grid
         (0.8387624218749999, _float(0.70, 0.92, step=0.01), 0.84),
-        ("fast", _int(0, 8), UNKNOWN),
+        ("fast", _int(0, 8), NO_NEIGHBOUR),
     ],
 )
 def test_snap_places_a_reported_value_in_the_space(value, dist, expected):
     got = snap(value, dist)
     assert (
-        (got is expected) if expected is UNKNOWN or expected is None or isinstance(expected, bool) else got == expected
+        (got is expected) if expected is NO_NEIGHBOUR or expected is None or isinstance(expected, bool) else got == expected
     )
-    assert type(got) is type(expected) or expected is UNKNOWN
+    assert type(got) is type(expected) or expected is NO_NEIGHBOUR
 
 
 def test_neighbours_differ_in_exactly_one_field():
