@@ -47,7 +47,9 @@ def _float(low, high, **kw):
 def test_snap_places_a_reported_value_in_the_space(value, dist, expected):
     got = snap(value, dist)
     assert (
-        (got is expected) if expected is NO_NEIGHBOUR or expected is None or isinstance(expected, bool) else got == expected
+        (got is expected)
+        if expected is NO_NEIGHBOUR or expected is None or isinstance(expected, bool)
+        else got == expected
     )
     assert type(got) is type(expected) or expected is NO_NEIGHBOUR
 
