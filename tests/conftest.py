@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def pytest_configure(config):
+    """The signal tests send SIGINT to commands started as a user's terminal starts them, with SIGINT,
+    SIGQUIT and SIGHUP at their default. A suite started as a background job of a non-interactive shell
+    (`bash scripts/test.sh &`) inherits SIGINT and SIGQUIT ignored, under nohup SIGHUP too, and every
+    child would as well: servetune
+    rightly keeps a signal ignored that was ignored at its start, so those tests would test the
+    harness, not the command. Catching them here gives the children the default action again (exec
+    resets caught signals, not ignored ones)."""
+    for sig, handler in (
+        (signal.SIGINT, signal.default_int_handler),
+        (signal.SIGQUIT, signal.SIG_DFL),
+        (signal.SIGHUP, signal.SIG_DFL),
+    ):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, handler)
 
 
 @pytest.fixture(scope="session")
