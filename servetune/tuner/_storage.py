@@ -163,8 +163,7 @@ def _check_optuna_schema(url: str, engine_kwargs: dict[str, Any], shown: str) ->
     look = url
     connect_args = dict(engine_kwargs.get("connect_args") or {})
     if url.startswith("sqlite"):
-        path = url.split("://", 1)[1].split("?", 1)[0][1:]
-        look = f"sqlite:///file:{path}?mode=ro&uri=true"
+        look = _read_only_sqlite(_sqlite_path(url))
     try:
         engine = create_engine(look, connect_args=connect_args)
         try:
@@ -181,16 +180,26 @@ def _check_optuna_schema(url: str, engine_kwargs: dict[str, Any], shown: str) ->
         )
 
 
+def _sqlite_path(url: str) -> str:
+    """The file an `sqlite:///path` URL names (relative, or absolute with four slashes)."""
+    return url.split("://", 1)[1].split("?", 1)[0][1:]
+
+
+def _read_only_sqlite(path: str) -> str:
+    """A URL that opens the SQLite file at `path` read-only: a look creates no file and writes nothing."""
+    return f"sqlite:///file:{path}?mode=ro&uri=true"
+
+
 def _sqlite_tables(url: str, shown: str) -> list[str] | None:
     """The tables of the SQLite file `url` names, looked at read-only; None when there is no such file yet."""
     from sqlalchemy import create_engine, inspect
     from sqlalchemy.exc import SQLAlchemyError
 
-    path = url.split("://", 1)[1].split("?", 1)[0][1:]
+    path = _sqlite_path(url)
     if not path or not Path(path).is_file() or Path(path).stat().st_size == 0:
         return None
     try:
-        engine = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
+        engine = create_engine(_read_only_sqlite(path))
         try:
             return inspect(engine).get_table_names()
         finally:
