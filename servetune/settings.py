@@ -241,8 +241,9 @@ class TuneOptions(CapacityOptions, ResolveOptions):
         float,
         opt(
             "--confirm-soak-seconds", min=0.0, panel=CAPACITY_PANEL,
-            help="After the confirmation rounds of a capacity study, soak the winner at its confirmed capacity and "
-            "the baseline at the winner's rate for this many seconds (fresh launches; 0: none).",
+            help="After the confirmation rounds of a capacity study, soak the winner at its confirmed capacity (one "
+            "--resolution lower if that does not hold) and the baseline at the rate the winner held, for this many "
+            "seconds each (fresh launches; 0: none).",
         ),
     ] = 300.0  # fmt: skip
     storage: Annotated[str | None, STORAGE] = None

@@ -22,6 +22,15 @@ below the lowest rate missed twice.
 
 `floor` (the tuner's incumbent capacity) makes the search start there and give up after a first
 step at it that is not met: such a config cannot beat the incumbent.
+
+**Sustained.** A search's met steps last 35-110 s; a burst of Poisson arrivals that comes once every
+couple of minutes falls in some and not in others, and on the H200 neither config's certified capacity
+held for 300 s (docs/h200-results.md section 14). `soak_down` then soaks at the capacity (one long
+step, met only at its end) and, after each soak not met, one resolution lower, until one holds: the
+**sustained** capacity is the highest rate a soak held, bracketed by the lowest one not held.
+
+    cap = soak_down(run_soak, cap, tries=3)   # run_soak(rate, index) -> SoakResult
+    cap.sustained, cap.sustained_bracket, cap.soaks
 """
 
 from __future__ import annotations
@@ -48,6 +57,9 @@ __all__ = [
     "StepOutcome",
     "StepPlan",
     "find_capacity",
+    "soak_down",
+    "soak_seed",
+    "soak_steps",
     "step_seed",
 ]
 
@@ -73,6 +85,13 @@ def step_seed(seed: int, index: int) -> int:
     """The sequence seed of step `index` of a search seeded `seed` (31 bits)."""
     digest = hashlib.sha256(f"servetune-step:{seed}:{index}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def soak_seed(seed: int, index: int) -> int:
+    """The sequence seed of soak `index` (0-based) after a search seeded `seed`: the first soak draws
+    `seed`'s own sequence (a soak at one rate pairs across configs, as a standalone `--soak-seconds` run
+    does), each lower one a new sequence (never a step's)."""
+    return seed if index == 0 else step_seed(seed, -index)
 
 
 @dataclass(frozen=True)
@@ -219,13 +238,30 @@ class Capacity(BaseModel):
     """The search's sequence seed (`step_seed`)."""
     note: str = ""
     """What the result means when it is not a plain certified bracket."""
-    soak: SoakResult | None = None
-    """A soak at the capacity after the search (`bench --capacity --soak-seconds`), else None."""
+    soaks: list[SoakResult] = []
+    """The soaks after the search (`bench --capacity --soak-seconds`, `soak_down`): at the capacity,
+    then one resolution lower after each one not met, until one is met or the tries run out."""
+    sustained: float | None = None
+    """The highest rate a soak held for its whole span (req/s); None when no soak ran or none held."""
 
     @property
     def bracket(self) -> tuple[float | None, float | None]:
         """(capacity, lowest missed)."""
         return self.request_rate, self.lowest_missed
+
+    @property
+    def soak(self) -> SoakResult | None:
+        """The soak that decided the sustained figure (the last one run), else None."""
+        return self.soaks[-1] if self.soaks else None
+
+    @property
+    def sustained_bracket(self) -> tuple[float | None, float | None]:
+        """(sustained capacity, the lowest rate not sustained: a soak not met, else the search's
+        lowest missed); both None before a soak."""
+        if not self.soaks:
+            return None, None
+        failed = [s.rate for s in self.soaks if not s.met]
+        return self.sustained, min(failed) if failed else self.lowest_missed
 
 
 def _latency(m: Metrics | None) -> dict[str, float]:
@@ -424,3 +460,39 @@ def find_capacity(
         note=note,
         **extra,
     )
+
+
+RunSoak = Callable[[float, int], SoakResult]
+"""`run_soak(rate, index) -> SoakResult`: soak `index` (0-based) at `rate` on the same server."""
+
+
+def soak_steps(
+    run_soak: RunSoak, rate: float, *, resolution: float, tries: int, min_rate: float = 0.05
+) -> list[SoakResult]:
+    """Soak at `rate` and, after each soak not met, at the rate one resolution lower (rate / (1 +
+    resolution)), until a soak is met or `tries` soaks ran: every soak, in order (the last met, if any held)."""
+    soaks: list[SoakResult] = []
+    while len(soaks) < tries and rate >= min_rate:
+        soaks.append(run_soak(rate, len(soaks)))
+        if soaks[-1].met:
+            break
+        rate /= 1.0 + resolution
+    return soaks
+
+
+def soak_down(run_soak: RunSoak, capacity: Capacity, *, tries: int, min_rate: float = 0.05) -> Capacity:
+    """`capacity` with its soaks (`soak_steps` from the certified capacity) and its sustained figure, the
+    rate of the soak that held (module docstring). Nothing to soak (no capacity, `tries` < 1): `capacity`."""
+    if capacity.request_rate is None or tries < 1:
+        return capacity
+    soaks = soak_steps(run_soak, capacity.request_rate, resolution=capacity.resolution, tries=tries, min_rate=min_rate)
+    held = soaks[-1].rate if soaks[-1].met else None
+    if held is None:
+        tried = ", ".join(f"{s.rate:.4g}" for s in soaks)
+        more = f"no soak held (not met at {tried} req/s): the sustained capacity is below {soaks[-1].rate:.4g}"
+    elif len(soaks) > 1:
+        more = f"the certified capacity did not hold for {soaks[0].seconds:g} s; {held:.4g} req/s did"
+    else:
+        more = ""
+    note = "; ".join(x for x in (capacity.note, more) if x)
+    return capacity.model_copy(update={"soaks": soaks, "sustained": held, "note": note})

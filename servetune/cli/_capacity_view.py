@@ -70,6 +70,21 @@ def soak_line(soak: SoakResult) -> str:
     )
 
 
+def sustained_line(cap: Capacity) -> str | None:
+    """`sustained 12.3 req/s ...` after a search's soaks (`soak_down`), else None."""
+    if not cap.soaks:
+        return None
+    seconds = f"{cap.soaks[0].seconds:g} s"
+    if cap.sustained is None:
+        low = min(s.rate for s in cap.soaks)
+        return f"sustained    none found: no soak held for {seconds} (lowest tried {low:.4g} req/s); raise --soak-tries"
+    above = cap.sustained_bracket[1]
+    return (
+        f"sustained    {cap.sustained:.4g} req/s  (held for {seconds}; bracket [{cap.sustained:.4g}, "
+        f"{f'{above:.4g}' if above is not None else 'none'}]: the capacity to plan by)"
+    )
+
+
 def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | str]) -> None:
     """The result: the answer, its bracket and confidence, the steps as a table, the plots."""
     from rich.console import Console
@@ -95,8 +110,11 @@ def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | s
             f"{s.lateness_p99_ms:.1f}" if s.lateness_p99_ms is not None else "-", f"{s.bench_s:.1f}", s.why,
         )  # fmt: skip
     console.print(table)
-    if cap.soak is not None:
-        console.print(soak_line(cap.soak), highlight=False)
+    for soak in cap.soaks:
+        console.print(soak_line(soak), highlight=False)
+    sustained = sustained_line(cap)
+    if sustained is not None:
+        console.print(sustained, highlight=False)
     for plot in plots:
         console.print(f"plot         {plot}", highlight=False)
     if run_dir is not None:
@@ -219,12 +237,14 @@ def plot_timeline(parts: Sequence[tuple[str, Path]], slos: Sequence[str], path: 
 
 
 def capacity_plots(cap: Capacity, run_dir: Path) -> list[Path]:
-    """`capacity.png`, `timeline.png` (every step) and, after a soak, `soak.png`, in `run_dir`."""
+    """`capacity.png`, `timeline.png` (every step) and, after soaks, `soak.png` (every soak), in `run_dir`."""
     out = [plot_capacity(cap, run_dir / "capacity.png")]
     parts = [(f"{s.rate:.4g} {s.state}", Path(s.run_dir)) for s in cap.steps if s.run_dir]
     out.append(plot_timeline(parts, cap.slos, run_dir / "timeline.png", title="capacity search, step by step"))
-    if cap.soak is not None:
-        out.append(soak_plot(cap.soak, cap.slos, run_dir / "soak.png"))
+    soaks = [(f"{s.rate:.4g} {s.state}", Path(s.run_dir)) for s in cap.soaks if s.run_dir]
+    if soaks:
+        title = "soaks: " + ", ".join(f"{s.rate:.4g} req/s {s.state} after {s.at_s:.0f} s" for s in cap.soaks)
+        out.append(plot_timeline(soaks, cap.slos, run_dir / "soak.png", title=title))
     return [p for p in out if p is not None]
 
 

@@ -71,6 +71,15 @@ class BenchOptions:
             "over time (soak.png).",
         ),
     ] = None  # fmt: skip
+    soak_tries: Annotated[
+        int,
+        opt(
+            "--soak-tries", min=1, max=10, panel=SLO_PANEL,
+            help="With --capacity and --soak-seconds: soaks at most. A soak at the capacity that is not met is "
+            "followed by one a --resolution lower, until one holds; the sustained capacity is the highest rate a "
+            "soak held.",
+        ),
+    ] = 4  # fmt: skip
     seed: Annotated[
         int,
         opt(
@@ -123,7 +132,9 @@ def bench_command(target: ResolveOptions, cap: CapacityOptions, o: BenchOptions)
     if o.capacity or o.soak_seconds:
         from servetune.runner import CapacitySearch
 
-        search = CapacitySearch.from_options(cap, spec, soak_s=o.soak_seconds or 0.0, seed=o.seed)
+        search = CapacitySearch.from_options(
+            cap, spec, soak_s=o.soak_seconds or 0.0, soak_tries=o.soak_tries, seed=o.seed
+        )
         _capacity(
             run,
             target,
@@ -197,6 +208,9 @@ def _check_modes(target: ResolveOptions, o: BenchOptions, slos: tuple) -> None:
         raise SpecError("--seed is the sequence seed of --capacity and --soak-seconds", help="drop --seed")
     if o.soak_seconds and o.requests is not None:
         raise SpecError("--soak-seconds sets the length: drop --requests")
+    if o.soak_tries != BenchOptions.soak_tries and not (o.capacity and o.soak_seconds):
+        raise SpecError("--soak-tries is for --capacity with --soak-seconds (a soak at one rate is one try)",
+                        help="drop --soak-tries")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -300,8 +314,9 @@ def _capacity_measure(run: _Run, opts: ResolveOptions, url, model, search, rate,
         runner = SglangRunner(client="builtin")  # its benchmark and record only: nothing is launched
         server = RemoteServer(url, run_dir=run_dir, model=model, log=server_log)
         if rate is not None:
-            soak, failure = soak_server(runner, server, run.spec, run.slos, rate=rate, seconds=search.soak_s,
-                                        run_dir=run_dir, search=search)  # fmt: skip
+            soaks, failure = soak_server(runner, server, run.spec, run.slos, rate=rate, seconds=search.soak_s,
+                                         run_dir=run_dir, search=search)  # fmt: skip
+            soak = soaks[-1] if soaks else None
             cap = None
         else:
             cap, failure, _ = search_server(runner, server, run.spec, run.slos, run_dir=run_dir, search=search,

@@ -107,6 +107,8 @@ class Measurement(BaseModel):
     """A capacity measurement's result (`servetune.bench.capacity.Capacity`), else None."""
     soak: Any = None
     """A soak measurement's result (`servetune.bench.capacity.SoakResult`), else None."""
+    soaks: list[Any] = []
+    """Every soak of a soak measurement that steps down (`soak_server` with `tries`), the last is `soak`."""
 
     @property
     def ok(self) -> bool:

@@ -6,7 +6,8 @@ one you started (`search_server` on a `RemoteServer`).
 A run directory holds `capacity.json` (the search, every step's verdict), `steps/NN-RATE/` per step
 (`workload.json`, `metrics.json`, `requests.jsonl` with every arrival, `verdict.json`, and, where the
 server's log can be read, `telemetry.jsonl`: SGLang's own scheduler lines during the step), the
-warm-up wave in `steps/00-warmup/`, and a soak in `soak/`.
+warm-up wave in `steps/00-warmup/`, the soaks after a search in `soaks/NN-RATE/` (`soak_down`), and a
+standalone soak in `soak/`.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class CapacitySearch:
     images at each step (a confirmation round or compare round uses its round number)."""
     soak_s: float = 0.0
     """After the search, a soak at the capacity found for this many seconds (0: none)."""
+    soak_tries: int = 4
+    """Soaks at most after a search: each one not met is followed by one a resolution lower."""
 
     @classmethod
     def from_options(cls, options: CapacityOptions, workload: Workload, **more: Any) -> CapacitySearch:
@@ -118,6 +121,8 @@ class CapacitySearch:
         """The settings as stored with a result (a study refuses to resume under others)."""
         out = dataclasses.asdict(self)
         out.pop("seed")
+        if not self.soak_s:
+            out.pop("soak_tries")  # changes nothing without a soak (and studies stored before it resume)
         return out
 
 
@@ -198,16 +203,18 @@ class _Steps:
             verdict=verdict, metrics=metrics, run_dir=str(step_dir), profile=self._profile(plan, telemetry)
         )
 
-    def soak(self, rate: float, seconds: float, rules: StepRules, seed: int) -> SoakResult:
-        """One step of `seconds` at `rate`, met only at its end (it stops early only when missed)."""
+    def soak(self, rate: float, seconds: float, rules: StepRules, seed: int, *, index: int = 0,
+             where: str = "soak") -> SoakResult:  # fmt: skip
+        """One step of `seconds` at `rate` in `run_dir/where`, met only at its end (it stops early only
+        when missed); `index`: its place among a search's soaks."""
         from servetune.bench.capacity import SoakResult, StepPlan
         from servetune.bench.verdict import StepJudge
 
         judge = StepJudge(self.slos, rules, rate=rate, max_s=seconds, soak=True)
-        plan = StepPlan(index=0, rate=rate, repeat=0, seed=seed, max_s=seconds, judge=judge)
+        plan = StepPlan(index=index, rate=rate, repeat=0, seed=seed, max_s=seconds, judge=judge)
         t = time.monotonic()
-        out = self.run(plan, self.run_dir / "soak")
-        return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=0, seconds=seconds)
+        out = self.run(plan, self.run_dir / where)
+        return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=index, seconds=seconds)
 
     def _interrupted(self) -> None:
         if self.stop and self.stop():
@@ -251,12 +258,12 @@ def search_server(
     on_step: Callable[[CapacityStep], None] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> tuple[Capacity | None, Failure | None, Any]:
-    """The warm-up wave, the search and (`search.soak_s`) a soak at the capacity, on a started server.
+    """The warm-up wave, the search and (`search.soak_s`) its soaks (`soak_down`), on a started server.
 
     Returns (capacity, failure, the metrics of the last met step at the capacity); a step that errors
     or a server that dies ends it with that failure. `capacity.json` is written to `run_dir`.
     """
-    from servetune.bench.capacity import find_capacity
+    from servetune.bench.capacity import find_capacity, soak_down, soak_seed
 
     timings = timings if timings is not None else RunTimings()
     steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop)
@@ -271,9 +278,12 @@ def search_server(
     try:
         steps.warm(search.wave)
         capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
-        if search.soak_s > 0 and capacity.request_rate is not None:
-            soak = steps.soak(capacity.request_rate, search.soak_s, search.rules(), seed=search.seed)
-            capacity = capacity.model_copy(update={"soak": soak})
+        if search.soak_s > 0:
+            capacity = soak_down(
+                lambda rate, i: steps.soak(rate, search.soak_s, search.rules(), soak_seed(search.seed, i), index=i + 1,
+                                           where=f"soaks/{i + 1:02d}-{rate:.4g}"),
+                capacity, tries=search.soak_tries, min_rate=search.min_rate,
+            )  # fmt: skip
     except _StepFailed as exc:
         return None, exc.failure, None
     finally:
@@ -326,23 +336,36 @@ def soak_server(
     seconds: float,
     run_dir: Path,
     search: CapacitySearch,
+    tries: int = 1,
     timings: RunTimings | None = None,
     stop: Callable[[], bool] | None = None,
-) -> tuple[SoakResult | None, Failure | None]:
+) -> tuple[list[SoakResult], Failure | None]:
     """The warm-up wave and a soak at `rate` for `seconds` on a started server: one long step judged
-    by the same rules as a capacity step, met only at its end. `soak.json` is written to `run_dir`."""
+    by the same rules as a capacity step, met only at its end. With `tries` > 1, a soak not met is
+    followed by one a resolution lower (`soak_steps`), each in `soaks/NN-RATE/`. Returns every soak
+    (the last decides); `soak.json` (the last, with `soaks`) is written to `run_dir`."""
+    from servetune.bench.capacity import soak_seed, soak_steps
+
     timings = timings if timings is not None else RunTimings()
     steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop)
     t = time.monotonic()
+
+    def one(at: float, i: int) -> SoakResult:
+        where = "soak" if tries == 1 else f"soaks/{i + 1:02d}-{at:.4g}"
+        return steps.soak(at, seconds, search.rules(), soak_seed(search.seed, i), index=i + 1, where=where)
+
     try:
         steps.warm(search.wave)
-        soak = steps.soak(rate, seconds, search.rules(), seed=search.seed)
+        soaks = soak_steps(one, rate, resolution=search.resolution, tries=tries, min_rate=search.min_rate)
     except _StepFailed as exc:
-        return None, exc.failure
+        return [], exc.failure
     finally:
         timings.bench_s = time.monotonic() - t
-    runner.record(Path(run_dir), "soak.json", {**soak.model_dump(mode="json"), "search": search.record()})
-    return soak, None
+    record = {**soaks[-1].model_dump(mode="json"), "search": search.record()}
+    if tries > 1:
+        record["soaks"] = [x.model_dump(mode="json") for x in soaks]
+    runner.record(Path(run_dir), "soak.json", record)
+    return soaks, None
 
 
 def measure_soak(
@@ -355,17 +378,19 @@ def measure_soak(
     seconds: float,
     run_dir: Path,
     search: CapacitySearch | None = None,
+    tries: int = 1,
     gpus: Sequence[str] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> Measurement:
-    """Launch once and soak at `rate` for `seconds` (`soak_server`); `Measurement.soak` holds the result."""
+    """Launch once and soak at `rate` for `seconds` (`soak_server`, with `tries`); `Measurement.soak`
+    holds the last soak and `Measurement.soaks` every one."""
     search = search or CapacitySearch()
 
     def body(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
-        soak, failure = soak_server(
+        soaks, failure = soak_server(
             runner, server, workload, slos, rate=rate, seconds=seconds, run_dir=run_dir, search=search,
-            timings=timings, stop=stop,
+            tries=tries, timings=timings, stop=stop,
         )  # fmt: skip
-        return None, failure, {"soak": soak} if soak is not None else {}
+        return None, failure, {"soak": soaks[-1], "soaks": soaks} if soaks else {}
 
     return runner.session(resolution, run_dir=run_dir, gpus=gpus, body=body)

@@ -12,6 +12,7 @@ server with a known share of slow requests, a warm-up stall) and check what the 
 
     run_step = simulated_step(BatchingServer(slots=8))
     cap = find_capacity(run_step, slos, start_rate=8.0)
+    cap = soak_down(simulated_soak(BatchingServer(slots=8), slos, seconds=300), cap, tries=3)
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servetune.bench.capacity import RunStep, StepOutcome, StepPlan
+from servetune.bench.capacity import RunSoak, RunStep, SoakResult, StepOutcome, StepPlan, soak_seed
 from servetune.bench.metrics import compute_metrics
 from servetune.bench.schema import RequestRecord
 from servetune.bench.servermodel import profile_step
 from servetune.bench.slo import LatencySlo
-from servetune.bench.verdict import replay
+from servetune.bench.verdict import StepJudge, StepRules, replay
 
 __all__ = [
     "BatchingServer",
@@ -37,6 +38,7 @@ __all__ = [
     "SimulatedServer",
     "StandinServer",
     "arrivals",
+    "simulated_soak",
     "simulated_step",
     "standin_runner",
 ]
@@ -189,6 +191,27 @@ def simulated_step(server: SimulatedServer | Callable[[StepPlan], SimulatedServe
         graph = srv.resolved().get("cuda_graph_max_bs_decode") if isinstance(srv, StandinServer) else None
         profile = profile_step(seen, plan.rate, warmup_s=plan.judge.rules.warmup_s, telemetry=telemetry, graph_bs=graph)
         return StepOutcome(verdict=verdict, metrics=measure(seen, plan.judge.slos, plan.rate), profile=profile)
+
+    return run
+
+
+def simulated_soak(
+    server: SimulatedServer,
+    slos: Sequence[LatencySlo],
+    *,
+    seconds: float,
+    rules: StepRules | None = None,
+    seed: int = 0,
+) -> RunSoak:
+    """A `soak_down` soak function over a simulated server: `seconds` of arrivals at the rate (soak
+    `index` draws `soak_seed(seed, index)`), judged as `Steps.soak` judges a real one (met only at its end)."""
+    rules = rules or StepRules()
+
+    def run(rate: float, index: int) -> SoakResult:
+        judge = StepJudge(slos, rules, rate=rate, max_s=seconds, soak=True)
+        plan = StepPlan(index=index + 1, rate=rate, repeat=0, seed=soak_seed(seed, index), max_s=seconds, judge=judge)
+        out = simulated_step(server)(plan)
+        return SoakResult.of(out, rate=rate, bench_s=out.verdict.at_s, index=index + 1, seconds=seconds)
 
     return run
 

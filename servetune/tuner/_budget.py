@@ -14,7 +14,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from servetune.settings import parse_duration
-from servetune.tuner._options import SOURCES_BASELINE
+from servetune.tuner._options import CONFIRM_SOAK_TRIES, SOURCES_BASELINE
 
 __all__ = ["estimate", "fits", "parse_duration"]
 
@@ -41,7 +41,7 @@ def estimate(setup: StudySetup, trials: list) -> dict[str, Any] | None:
     if setup.capacity and o.confirm_rounds > 0 and o.confirm_soak_seconds > 0:
         starts = [(t.user_attrs.get("timing") or {}).get("startup_s") for t in trials]
         start = statistics.median([s for s in starts if isinstance(s, (int, float))] or [0.0])
-        confirmation += 2 * (o.confirm_soak_seconds + start)
+        confirmation += (CONFIRM_SOAK_TRIES + 1) * o.confirm_soak_seconds + 2 * start  # the winner's, the baseline's
     return {"trial_s": round(trial, 1), "confirmation_s": round(confirmation, 1)}
 
 

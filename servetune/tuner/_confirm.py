@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servetune.tuner._evaluate import evaluate, evaluate_capacity
+from servetune.tuner._options import CONFIRM_SOAK_TRIES
 from servetune.tuner._result import TrialSummary, baseline_of, confirmation_history, rank_feasible
 from servetune.tuner._trial import reference_rate, runaway_guard
 from servetune.tuner.events import Confirmed, ConfirmRound, ConfirmSkipped
@@ -266,8 +267,10 @@ def _soaks(
     out_dir: Path,
     stop: threading.Event,
 ) -> list[dict[str, Any]]:
-    """A capacity confirmation's last word: the winner soaked at its median confirmed capacity, and
-    the baseline at the winner's rate, each a fresh launch of `--confirm-soak-seconds`."""
+    """A capacity confirmation's last word, each a fresh launch of `--confirm-soak-seconds`: the winner
+    soaked at its median confirmed capacity and, if that does not hold, one resolution lower
+    (`CONFIRM_SOAK_TRIES`); then the baseline at the rate the winner held (else the lowest it tried).
+    Sets `record["sustained"]`: the rate the winner held, or None."""
     from servetune.runner import measure_soak
 
     seconds = s.options.confirm_soak_seconds
@@ -286,18 +289,25 @@ def _soaks(
     out = []
     for number in dict.fromkeys([winner, record["baseline_trial"]]):
         t = by_number[number]
+        tries = CONFIRM_SOAK_TRIES if number == winner else 1
         m = measure_soak(
             runner, s.resolve(t.layer, source=t.source), s.workload, s.latency_slos, rate=rate, seconds=seconds,
-            run_dir=out_dir / f"soak-trial-{number:04d}", search=s.confirm_search, gpus=s.slots[0].gpus,
-            stop=stop.is_set,
+            run_dir=out_dir / f"soak-trial-{number:04d}", search=s.confirm_search, tries=tries,
+            gpus=s.slots[0].gpus, stop=stop.is_set,
         )  # fmt: skip
         if stop.is_set():
             raise KeyboardInterrupt
         entry: dict[str, Any] = {"trial": number, "rate": rate, "seconds": seconds}
         if m.soak is not None:
-            entry.update(state=m.soak.state, why=m.soak.why, at_s=m.soak.at_s, latency_ms=m.soak.latency_ms)
+            entry.update(rate=m.soak.rate, state=m.soak.state, why=m.soak.why, at_s=m.soak.at_s,
+                         latency_ms=m.soak.latency_ms)  # fmt: skip
+            if len(m.soaks) > 1:
+                entry["tried"] = [{"rate": x.rate, "state": x.state, "at_s": x.at_s} for x in m.soaks]
         else:
             entry.update(state="failed", why=m.failure.message if m.failure else "no result")
+        if number == winner:
+            record["sustained"] = m.soak.rate if m.soak is not None and m.soak.met else None
+            rate = entry["rate"]  # the baseline meets the rate the winner held (or the lowest it tried)
         out.append(entry)
     return out
 

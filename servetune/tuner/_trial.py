@@ -382,13 +382,14 @@ class TrialDriver:
 
 def _search_split(capacity: dict[str, Any] | None, floored: bool) -> dict[str, Any]:
     """A capacity trial's bench time split (s): the screening step (its first, where the search started
-    at a floor), the search's other steps, and a soak."""
+    at a floor), the search's other steps, and its soaks."""
     if not capacity or not capacity.get("steps"):
         return {}
     steps = capacity["steps"]
     screening = steps[0].get("bench_s", 0.0) if floored else 0.0
     search = sum(x.get("bench_s", 0.0) for x in steps) - screening
-    return {"screening_s": screening, "search_s": search, "soak_s": (capacity.get("soak") or {}).get("bench_s", 0.0)}
+    soak = sum(x.get("bench_s", 0.0) for x in capacity.get("soaks") or [])
+    return {"screening_s": screening, "search_s": search, "soak_s": soak}
 
 
 def _rounded(timing: dict[str, Any]) -> dict[str, Any]:

@@ -96,13 +96,20 @@ def _console():
     return Console(width=200 if wide else None)
 
 
+def _soak_text(k: dict[str, Any]) -> str:
+    """`; soak of trial 3 at 12.1 req/s: met` (after `15.2 undecided` when the winner stepped down)."""
+    before = "".join(f"{x['rate']:.4g} {x['state']}, " for x in (k.get("tried") or [])[:-1])
+    return f"; soak of trial {k['trial']} at {before}{k['rate']:.4g} req/s: {k['state']}"
+
+
 def _confirmed(conf: dict[str, Any]) -> str:
     """How a confirmation measured its chosen trial: rounds, step length, spread, soaks (or why none won)."""
     chosen = next((f for f in conf.get("finalists", []) if f["trial"] == conf.get("chosen_trial")), None)
     steps = f" with steps up to {conf['step_s']:g} s" if conf.get("step_s") else ""
-    soaks = "".join(
-        f"; soak of trial {k['trial']} at {k['rate']:.4g} req/s: {k['state']}" for k in conf.get("soaks") or []
-    )
+    soaks = "".join(_soak_text(k) for k in conf.get("soaks") or [])
+    if conf.get("soaks") and "sustained" in conf:
+        held = conf["sustained"]
+        soaks += f"; sustained {held:.4g} req/s" if held is not None else "; the winner held no soaked rate"
     if chosen and chosen.get("min") is not None:
         return (
             f"re-measured {len(chosen['ratios'])}x interleaved{steps}: "

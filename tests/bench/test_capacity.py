@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from servetune.bench.capacity import find_capacity, step_seed
+from servetune.bench.capacity import Capacity, SoakResult, find_capacity, soak_down, soak_seed, step_seed
 from servetune.bench.slo import parse_slos, samples_ms
 from servetune.errors import SpecError
-from servetune.testing.simulated import BatchingServer, FifoServer, arrivals, simulated_step
+from servetune.testing.simulated import BatchingServer, FifoServer, arrivals, simulated_soak, simulated_step
 
 
 @pytest.mark.parametrize("start", [1.0, 5.0, 20.0, 100.0])
@@ -203,3 +203,69 @@ def test_a_step_the_client_could_not_generate_is_not_a_verdict():
     with FakeServer(ttft_s=0.001, itl_s=0.001) as server:
         run_benchmark(server.url, w.model_copy(update={"request_rate": 1e6}), slos=slos, judge=judge)
     assert judge.last is not None and judge.last.state == "invalid" and "the client sent only" in judge.last.why
+
+
+def _threshold_soak(holds_up_to: float, calls: list):
+    """A soak that holds at or below `holds_up_to` req/s and is cut at 100 s above it (seeds recorded)."""
+
+    def run(rate: float, index: int) -> SoakResult:
+        calls.append((rate, soak_seed(3, index)))
+        met = rate <= holds_up_to
+        state = "met" if met else "undecided"
+        return SoakResult(index=index + 1, rate=rate, state=state, met=met, seconds=300.0, at_s=300.0 if met else 100.0)
+
+    return run
+
+
+def _searched(rate: float, missed: float) -> Capacity:
+    return Capacity(slos=["p99_tpot_ms<=25"], request_rate=rate, certified=True, goodput=rate, verdicts=[],
+                    lowest_missed=missed, resolution=0.05, steps=[], bench_s=0.0)  # fmt: skip
+
+
+def test_a_capacity_that_does_not_hold_is_soaked_one_resolution_lower_until_one_holds():
+    """The H200's case (certified 14.41, a soak held 12.5): soaks step down by the resolution, each on
+    a new sequence; the sustained capacity is the first that held, bracketed within the resolution."""
+    calls: list = []
+    cap = soak_down(_threshold_soak(12.9, calls), _searched(14.41, 15.0), tries=4)
+    rates = [r for r, _ in calls]
+    assert rates == pytest.approx([14.41, 14.41 / 1.05, 14.41 / 1.05**2, 14.41 / 1.05**3])
+    assert len({seed for _, seed in calls}) == 4 and calls[0][1] == 3  # the first soak: the search's own seed
+    assert cap.sustained == pytest.approx(14.41 / 1.05**3) and cap.sustained <= 12.9
+    low, high = cap.sustained_bracket
+    assert high / low == pytest.approx(1.05) and high > 12.9
+    assert cap.request_rate == 14.41 and cap.soak is cap.soaks[-1] and cap.soak.met
+    assert "did not hold for 300 s" in cap.note
+
+
+def test_a_capacity_that_holds_is_soaked_once_and_keeps_the_search_bracket():
+    calls: list = []
+    cap = soak_down(_threshold_soak(20.0, calls), _searched(14.41, 15.0), tries=4)
+    assert [r for r, _ in calls] == [14.41] and cap.sustained == 14.41
+    assert cap.sustained_bracket == (14.41, 15.0) and cap.note == ""
+
+
+def test_when_no_soak_holds_within_the_tries_there_is_no_sustained_figure_and_the_note_says_so():
+    calls: list = []
+    cap = soak_down(_threshold_soak(5.0, calls), _searched(14.41, 15.0), tries=2)
+    assert len(calls) == 2 and cap.sustained is None
+    assert cap.sustained_bracket == (None, pytest.approx(14.41 / 1.05))
+    assert "no soak held" in cap.note and f"below {14.41 / 1.05:.4g}" in cap.note
+    nothing = _searched(14.41, 15.0).model_copy(update={"request_rate": None})
+    assert soak_down(_threshold_soak(5.0, calls), nothing, tries=2) is nothing and len(calls) == 2
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_burst_the_search_missed_is_caught_by_the_soak_and_the_sustained_rate_holds_its_span(seed):
+    """A batching server whose TPOT overs come in bursts (as SGLang's do on the H200): the certified
+    search reads it above what 300 s hold; the soaks step down to a rate that held for all 300 s,
+    below the long-run truth (share over each bound within 1% over 30000 requests)."""
+    slos = parse_slos(["p99_ttft_ms<=200", "p99_tpot_ms<=12"])
+    server = BatchingServer(slots=4)
+    cap = find_capacity(simulated_step(server), slos, start_rate=8.0, seed=seed)
+    cap = soak_down(simulated_soak(server, slos, seconds=300.0, seed=seed), cap, tries=6)
+    assert not cap.soaks[0].met, "this seed's certified capacity held: the case is not the one tested"
+    assert cap.sustained is not None and cap.sustained < cap.request_rate
+    assert cap.soak.met and cap.soak.at_s >= 300.0 and cap.soak.judged >= 1000
+    assert cap.sustained <= _sustained(server, slos, [cap.sustained])
+    low, high = cap.sustained_bracket
+    assert high / low == pytest.approx(1.05)

@@ -21,7 +21,7 @@ CAPACITY = ["--backlog-seconds", "--confidence", "--resolution", "--soak-horizon
 EXPECTED = {
     "bench": [*RESOLVE, *CAPACITY, "--capacity", "--client", "--cross-check", "--json", "--reference-rate",
               "--request-rate", "--run-dir", "--seed", "--server-log", "--sglang-cmd", "--slo", "--soak-seconds",
-              "--url", "-n --requests"],
+              "--soak-tries", "--url", "-n --requests"],
     "compare": [*RESOLVE, *CAPACITY, "--a", "--a-no-rules", "--a-set", "--b", "--b-no-rules", "--b-set", "--client",
                 "--json", "--objective", "--rounds", "--run-dir", "--sglang-cmd", "--slo", "-n --requests"],
     "tune": [*RESOLVE, *CAPACITY, "--budget", "--client", "--confirm", "--confirm-soak-seconds",
