@@ -13,6 +13,7 @@
 BUDGET_S=${BUDGET_S:-580}
 . scripts/device/lib.sh
 stamp "certified_capacity on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
+stamp "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"  # lent machines differ
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b)
 HW=$REPO/tests/fixtures/hardware/h200-detected.yaml

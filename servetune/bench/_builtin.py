@@ -196,7 +196,9 @@ async def _run(
     base = base_url_of(url)
     concurrency = workload.max_concurrency
     connections = concurrency or 1024
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    limits = httpx.Limits(
+        max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=KEEPALIVE_S
+    )
     timeout = httpx.Timeout(workload.request_timeout_s, connect=10.0)
     finished: list[RequestRecord] = []
     sent: list[RequestRecord] = []
@@ -248,6 +250,12 @@ PROGRESS_S = 1.0
 """`on_progress` is called at least this often (seconds) while requests complete, with no metrics
 (None) between its snapshots (every 1/50 of the run): a long run shows progress without the cost of
 computing metrics over every finished request each time."""
+KEEPALIVE_S = 2.0
+"""An idle pooled connection is dropped after this many seconds, well before the server's own idle
+close (SGLang's `SGLANG_TIMEOUT_KEEP_ALIVE`, 5 s by default; httpx's default is also 5 s). With both at 5 s a
+request sent on a connection the server is closing fails at once with `ReadError` and no byte read:
+three of 11,800 requests of the 48-limit's H200 soaks (docs/h200-results.md section 15) failed so,
+and each counted as over both bounds."""
 LOOK_S = 0.5
 """A step's judge looks at most this often (seconds): often enough to stop within a second of a
 decision, seldom enough that judging a few thousand records does not slow the send loop."""

@@ -7,6 +7,7 @@ from its log)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,8 +86,30 @@ def sustained_line(cap: Capacity) -> str | None:
     )
 
 
-def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | str]) -> None:
-    """The result: the answer, its bracket and confidence, the steps as a table, the plots."""
+def cost_line(cap: Capacity, timings: Any = None) -> str:
+    """`cost  start-up 61 s, warm-up wave 4 s, search 289 s (10 steps), soaks 431 s (2): 785 s in all`:
+    where a capacity's time went (`timings`: the managed run's `RunTimings`, else None: no launch)."""
+
+    def sec(x: float) -> str:
+        return f"{x:.0f} s" if x >= 10 else f"{x:.1f} s"
+
+    search = math.fsum(s.bench_s for s in cap.steps)
+    soaks = math.fsum(s.bench_s for s in cap.soaks)
+    parts = []
+    if timings is not None and timings.startup_s is not None:
+        parts.append(f"start-up {sec(timings.startup_s)}")
+    if timings is not None and timings.bench_s is not None:
+        parts.append(f"warm-up wave {sec(max(0.0, timings.bench_s - search - soaks))}")
+    parts.append(f"search {sec(search)} ({len(cap.steps)} steps)")
+    if cap.soaks:
+        parts.append(f"soaks {sec(soaks)} ({len(cap.soaks)})")
+    total = timings.total_s if timings is not None and timings.total_s else search + soaks
+    return f"cost         {', '.join(parts)}: {sec(total)} in all"
+
+
+def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | str], timings: Any = None) -> None:
+    """The result: the answer, its bracket and confidence, the steps as a table, the soaks, the
+    sustained figure, the cost (`timings`: a managed run's), the plots."""
     from rich.console import Console
     from rich.table import Table
 
@@ -115,6 +138,7 @@ def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | s
     sustained = sustained_line(cap)
     if sustained is not None:
         console.print(sustained, highlight=False)
+    console.print(cost_line(cap, timings), highlight=False)
     for plot in plots:
         console.print(f"plot         {plot}", highlight=False)
     if run_dir is not None:

@@ -67,8 +67,8 @@ class BenchOptions:
         opt(
             "--soak-seconds", min=1.0, panel=SLO_PANEL,
             help="One long step at --request-rate (or, with --capacity, at the capacity found) for this many "
-            "seconds, judged as a capacity step but met only at its end; plots latency and requests in flight "
-            "over time (soak.png).",
+            "seconds (longer where the rate is too low to judge enough requests in that span), judged as a capacity "
+            "step but met only at its end; plots latency and requests in flight over time (soak.png).",
         ),
     ] = None  # fmt: skip
     soak_tries: Annotated[
@@ -294,7 +294,7 @@ def _capacity(
                                    "plots": [str(p) for p in plots], **extra}, indent=2))  # fmt: skip
         return
     if cap is not None:
-        print_capacity(cap, run_dir, plots)
+        print_capacity(cap, run_dir, plots, result.timings if result is not None else None)
     else:
         typer.echo(soak_line(soak))
         for plot in plots:

@@ -206,15 +206,17 @@ class _Steps:
     def soak(self, rate: float, seconds: float, rules: StepRules, seed: int, *, index: int = 0,
              where: str = "soak") -> SoakResult:  # fmt: skip
         """One step of `seconds` at `rate` in `run_dir/where`, met only at its end (it stops early only
-        when missed); `index`: its place among a search's soaks."""
-        from servetune.bench.capacity import SoakResult, StepPlan
+        when missed), lengthened where the rate is too low for a verdict in `seconds` (`step_length`:
+        p99 at 95% needs 433 judged requests with none over); `index`: its place among a search's soaks."""
+        from servetune.bench.capacity import SoakResult, StepPlan, step_length
         from servetune.bench.verdict import StepJudge
 
+        seconds = step_length(seconds, rate, self.slos, rules)  # long enough for a verdict at this rate
         judge = StepJudge(self.slos, rules, rate=rate, max_s=seconds, soak=True)
         plan = StepPlan(index=index, rate=rate, repeat=0, seed=seed, max_s=seconds, judge=judge)
         t = time.monotonic()
         out = self.run(plan, self.run_dir / where)
-        return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=index, seconds=seconds)
+        return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=index, seconds=seconds, seed=seed)
 
     def _interrupted(self) -> None:
         if self.stop and self.stop():

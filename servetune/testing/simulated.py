@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servetune.bench.capacity import RunSoak, RunStep, SoakResult, StepOutcome, StepPlan, soak_seed
+from servetune.bench.capacity import RunSoak, RunStep, SoakResult, StepOutcome, StepPlan, soak_seed, step_length
 from servetune.bench.metrics import compute_metrics
 from servetune.bench.schema import RequestRecord
 from servetune.bench.servermodel import profile_step
@@ -208,10 +208,12 @@ def simulated_soak(
     rules = rules or StepRules()
 
     def run(rate: float, index: int) -> SoakResult:
-        judge = StepJudge(slos, rules, rate=rate, max_s=seconds, soak=True)
-        plan = StepPlan(index=index + 1, rate=rate, repeat=0, seed=soak_seed(seed, index), max_s=seconds, judge=judge)
+        judge = StepJudge(slos, rules, rate=rate, max_s=step_length(seconds, rate, slos, rules), soak=True)
+        plan = StepPlan(index=index + 1, rate=rate, repeat=0, seed=soak_seed(seed, index), max_s=judge.max_s,
+                        judge=judge)  # fmt: skip
         out = simulated_step(server)(plan)
-        return SoakResult.of(out, rate=rate, bench_s=out.verdict.at_s, index=index + 1, seconds=seconds)
+        return SoakResult.of(out, rate=rate, bench_s=out.verdict.at_s, index=index + 1, seconds=judge.max_s,
+                             seed=plan.seed)  # fmt: skip
 
     return run
 

@@ -269,3 +269,12 @@ def test_a_burst_the_search_missed_is_caught_by_the_soak_and_the_sustained_rate_
     assert cap.sustained <= _sustained(server, slos, [cap.sustained])
     low, high = cap.sustained_bracket
     assert high / low == pytest.approx(1.05)
+
+
+def test_a_soak_too_short_for_a_verdict_at_its_rate_is_lengthened_until_it_can_be_met():
+    """30 s at 5 req/s judges about 125 requests and a p99 at 95% needs 433 with none over: the soak
+    runs long enough to judge them (with room for a few overs) and is met on a server that keeps up."""
+    slos = parse_slos(["p99_ttft_ms<=200", "p99_tpot_ms<=12"])
+    soak = simulated_soak(BatchingServer(slots=16), slos, seconds=30.0)(5.0, 0)
+    assert soak.seconds > 30.0 and soak.seconds * 5.0 >= 433
+    assert soak.met and soak.at_s >= soak.seconds - 1.0 and soak.judged >= 433

@@ -413,3 +413,28 @@ def test_no_finalist_confirmed_better_keeps_the_baseline_and_says_why(tmp_path, 
     assert all(f["verdict"] != "better" for f in conf["finalists"])
     assert "the baseline is kept" in conf["note"] and f"trial {conf['finalists'][0]['trial']}" in conf["note"]
     assert result.ratio() == pytest.approx(1.0)
+
+
+def test_a_winner_whose_soak_does_not_hold_is_soaked_one_resolution_lower_and_the_baseline_there(tmp_path, cap_space):
+    """The confirmation's soaks step down (`CONFIRM_SOAK_TRIES`): the winner's first soak meets a slow
+    server (prefill alone over the bound), its second, one resolution lower, a fast one; the baseline
+    is soaked at the rate the winner held, and the record's `sustained` is that rate."""
+
+    def measure(call):
+        slots = int(call.values.get("max_running_requests") or 2)
+        first_soak = "soaks" in call.run_dir.parts and call.run_dir.name.startswith("01-")
+        return model_records(call, slots=slots, prefill_s=0.25 if slots == 1 or first_soak else 0.02)
+
+    opts = _options(tmp_path, cap_space, confirm_rounds=2, trials=4)
+    result = Tuner(opts, runner=FakeRunner(measure)).run()
+    conf = result.confirmation
+    winner = conf["chosen_trial"]
+    soaks = {k["trial"]: k for k in conf["soaks"]}
+    won = soaks[winner]
+    first, second = won["tried"]
+    assert first["state"] != "met" and second["state"] == "met", won["why"]
+    assert second["rate"] == pytest.approx(first["rate"] / 1.1)  # resolution 0.1
+    assert won["rate"] == second["rate"] and conf["sustained"] == pytest.approx(second["rate"])
+    if conf["baseline_trial"] != winner:
+        assert soaks[conf["baseline_trial"]]["rate"] == pytest.approx(second["rate"])
+        assert "tried" not in soaks[conf["baseline_trial"]]  # the baseline gets one soak
