@@ -25,7 +25,17 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Literal
 
-__all__ = ["SequentialBinomial", "Trend", "max_missed", "min_judged", "percentile", "t_quantile", "trend"]
+__all__ = [
+    "SequentialBinomial",
+    "Trend",
+    "design_effect",
+    "max_missed",
+    "mean_se",
+    "min_judged",
+    "percentile",
+    "t_quantile",
+    "trend",
+]
 
 GRID = 16
 """Points of each mixture prior (the likelihood ratio is averaged over them)."""
@@ -232,11 +242,24 @@ def trend(times: Sequence[float], values: Sequence[float], lag: int | None = Non
     if lag is None:
         lag = int(4 * (n / 100.0) ** (2.0 / 9.0))
     lag = max(1, min(lag, n - 2))
+    var = _long_run(u, lag) / (sxx * sxx) * n / max(n - 2, 1)
+    return Trend(slope=slope, se=math.sqrt(var), level=ym, t_mean=tm, bins=n, lag=lag)
+
+
+def mean_se(values: Sequence[float], lag: int) -> float:
+    """Newey-West standard error of the mean of a series (autocovariances up to `lag`, Bartlett weights)."""
+    n = len(values)
+    m = math.fsum(values) / n
+    return math.sqrt(_long_run([v - m for v in values], min(lag, n - 1))) / n
+
+
+def _long_run(u: Sequence[float], lag: int) -> float:
+    """The Bartlett-weighted sum of a centred series' autocovariances up to `lag` (times n; at least 0)."""
+    n = len(u)
     s = math.fsum(x * x for x in u)
     for k in range(1, lag + 1):
         s += 2.0 * (1.0 - k / (lag + 1.0)) * math.fsum(u[i] * u[i - k] for i in range(k, n))
-    var = max(s, 0.0) / (sxx * sxx) * n / max(n - 2, 1)
-    return Trend(slope=slope, se=math.sqrt(var), level=ym, t_mean=tm, bins=n, lag=lag)
+    return max(s, 0.0)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from servetune.bench.slo import LatencySlo, request_latency_ms, statistic
-from servetune.bench.stats import SequentialBinomial, design_effect, min_judged, t_quantile, trend
+from servetune.bench.stats import SequentialBinomial, design_effect, mean_se, min_judged, t_quantile, trend
 from servetune.bench.windows import offered_ratio
 
 if TYPE_CHECKING:
@@ -392,7 +392,7 @@ class StepJudge:
         if len(means) < self._min_bins:
             return None
         mean = math.fsum(means) / len(means)
-        margin = t_quantile(self.rules.confidence, len(means) - 1) * _mean_se(means, self._lag(judged) or 1)
+        margin = t_quantile(self.rules.confidence, len(means) - 1) * mean_se(means, self._lag(judged) or 1)
         if mean + margin <= slo.bound_ms:
             return "met"
         if mean - margin > slo.bound_ms:
@@ -583,17 +583,6 @@ def _bin_means(arrivals: Sequence[float], ends: Sequence[float], edges: Sequence
 
     sa, se = prefix(arrivals), prefix(ends)
     return [(integral(arrivals, sa, a, b) - integral(ends, se, a, b)) / (b - a) for a, b in zip(edges, edges[1:])]
-
-
-def _mean_se(values: Sequence[float], lag: int) -> float:
-    """Newey-West standard error of the mean of a series."""
-    n = len(values)
-    m = math.fsum(values) / n
-    u = [v - m for v in values]
-    s = math.fsum(x * x for x in u)
-    for k in range(1, min(lag, n - 1) + 1):
-        s += 2.0 * (1.0 - k / (lag + 1.0)) * math.fsum(u[i] * u[i - k] for i in range(k, n))
-    return math.sqrt(max(s, 0.0)) / n
 
 
 def replay(

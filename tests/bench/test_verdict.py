@@ -237,3 +237,19 @@ def test_a_decided_step_states_how_correlated_its_requests_were():
     assert tpot.design_effect is not None and tpot.design_effect > 5
     early = StepJudge(SLOS_H200, StepRules(), rate=16.148, max_s=120.0).look(records[:50], records[49].start)
     assert early.state == "open" and all(c.design_effect is None for c in early.slos)
+
+
+def test_the_newey_west_mean_error_widens_for_a_correlated_series_and_is_the_plain_one_at_lag_0():
+    """`stats.mean_se`: at lag 0 the textbook s / sqrt(n) (population variance); for a series whose
+    neighbours move together (runs of ten), wider than that at a lag spanning the runs."""
+    import random
+
+    from servetune.bench.stats import mean_se
+
+    rng = random.Random(5)
+    iid = [rng.gauss(0.0, 1.0) for _ in range(400)]
+    m = sum(iid) / len(iid)
+    plain = (sum((v - m) ** 2 for v in iid) / len(iid)) ** 0.5 / len(iid) ** 0.5
+    assert mean_se(iid, 0) == pytest.approx(plain)
+    runs = [v for v in iid[:40] for _ in range(10)]
+    assert mean_se(runs, 12) > 2.0 * mean_se(runs, 0)
