@@ -415,7 +415,9 @@ def test_no_finalist_confirmed_better_keeps_the_baseline_and_says_why(tmp_path, 
     assert result.ratio() == pytest.approx(1.0)
 
 
-def test_a_winner_whose_soak_does_not_hold_is_soaked_one_resolution_lower_and_the_baseline_there(tmp_path, cap_space):
+def test_a_winner_whose_soak_does_not_hold_is_soaked_one_resolution_lower_and_the_baseline_there(
+    tmp_path, cap_space, capsys
+):
     """The confirmation's soaks step down (`CONFIRM_SOAK_TRIES`): the winner's first soak meets a slow
     server (prefill alone over the bound), its second, one resolution lower, a fast one; the baseline
     is soaked at the rate the winner held, and the record's `sustained` is that rate."""
@@ -438,3 +440,10 @@ def test_a_winner_whose_soak_does_not_hold_is_soaked_one_resolution_lower_and_th
     if conf["baseline_trial"] != winner:
         assert soaks[conf["baseline_trial"]]["rate"] == pytest.approx(second["rate"])
         assert "tried" not in soaks[conf["baseline_trial"]]  # the baseline gets one soak
+    # `tune report` says both tries and the sustained rate
+    from servetune.tuner.report import print_report
+
+    print_report(result)
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"soak of trial {winner} at {first['rate']:.4g} {first['state']}, {second['rate']:.4g} req/s: met" in out
+    assert f"sustained {second['rate']:.4g} req/s" in out
