@@ -58,6 +58,7 @@ __all__ = [
     "StepPlan",
     "find_capacity",
     "soak_down",
+    "soak_plan",
     "soak_seed",
     "soak_steps",
     "step_seed",
@@ -79,6 +80,15 @@ def step_length(step_s: float, rate: float, slos: Sequence[LatencySlo], rules: S
     needs with `REACH` runs of overs (`StepJudge.needed`), at most `MAX_STEP_S`."""
     need = StepJudge(slos, rules, rate=rate, max_s=step_s).needed(REACH)
     return min(MAX_STEP_S, max(step_s, rules.warmup_s + max(need / rate, rules.backlog_s)))
+
+
+def soak_plan(
+    slos: Sequence[LatencySlo], rules: StepRules, *, rate: float, seconds: float, seed: int, index: int
+) -> StepPlan:
+    """A soak of `seconds` at `rate` as a step: met only at its end, lengthened where the rate is too
+    low for a verdict in `seconds` (`step_length`); `index`: its place among a search's soaks."""
+    judge = StepJudge(slos, rules, rate=rate, max_s=step_length(seconds, rate, slos, rules), soak=True)
+    return StepPlan(index=index, rate=rate, repeat=0, seed=seed, max_s=judge.max_s, judge=judge)
 
 
 def step_seed(seed: int, index: int) -> int:

@@ -105,10 +105,14 @@ class Measurement(BaseModel):
     """The server's base URL while it ran."""
     capacity: Any = None
     """A capacity measurement's result (`servetune.bench.capacity.Capacity`), else None."""
-    soak: Any = None
-    """A soak measurement's result (`servetune.bench.capacity.SoakResult`), else None."""
     soaks: list[Any] = []
-    """Every soak of a soak measurement that steps down (`soak_server` with `tries`), the last is `soak`."""
+    """A soak measurement's soaks (`servetune.bench.capacity.SoakResult`; more than one where it stepped
+    down, `soak_server` with `tries`)."""
+
+    @property
+    def soak(self) -> Any:
+        """The soak that decided a soak measurement (its last), else None."""
+        return self.soaks[-1] if self.soaks else None
 
     @property
     def ok(self) -> bool:

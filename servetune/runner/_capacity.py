@@ -24,7 +24,7 @@ from servetune.runner._base import BaseRunner, BaseServer, Failure, Measurement,
 from servetune.runner._guard import RunawayGuard
 
 if TYPE_CHECKING:
-    from servetune.bench.capacity import Capacity, CapacityStep, SoakResult, StepOutcome, StepPlan
+    from servetune.bench.capacity import Capacity, CapacityStep, RunSoak, SoakResult, StepOutcome, StepPlan
     from servetune.bench.servermodel import StepProfile
     from servetune.bench.slo import LatencySlo
     from servetune.bench.verdict import StepRules
@@ -203,20 +203,22 @@ class _Steps:
             verdict=verdict, metrics=metrics, run_dir=str(step_dir), profile=self._profile(plan, telemetry)
         )
 
-    def soak(self, rate: float, seconds: float, rules: StepRules, seed: int, *, index: int = 0,
-             where: str = "soak") -> SoakResult:  # fmt: skip
-        """One step of `seconds` at `rate` in `run_dir/where`, met only at its end (it stops early only
-        when missed), lengthened where the rate is too low for a verdict in `seconds` (`step_length`:
-        p99 at 95% needs 433 judged requests with none over); `index`: its place among a search's soaks."""
-        from servetune.bench.capacity import SoakResult, StepPlan, step_length
-        from servetune.bench.verdict import StepJudge
+    def soaker(self, search: CapacitySearch, seconds: float, *, alone: bool = False) -> RunSoak:
+        """`run_soak(rate, index)` on this server (`soak_steps`): soak `index` of `seconds` at `rate`, met
+        only at its end (it stops early only when missed), lengthened where the rate is too low for a
+        verdict in `seconds` (`soak_plan`), on sequence `soak_seed(search.seed, index)`, in
+        `soaks/NN-RATE/` (`alone`: a single soak, in `soak/`)."""
+        from servetune.bench.capacity import SoakResult, soak_plan, soak_seed
 
-        seconds = step_length(seconds, rate, self.slos, rules)  # long enough for a verdict at this rate
-        judge = StepJudge(self.slos, rules, rate=rate, max_s=seconds, soak=True)
-        plan = StepPlan(index=index, rate=rate, repeat=0, seed=seed, max_s=seconds, judge=judge)
-        t = time.monotonic()
-        out = self.run(plan, self.run_dir / where)
-        return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=index, seconds=seconds, seed=seed)
+        def run(rate: float, index: int) -> SoakResult:
+            plan = soak_plan(self.slos, search.rules(), rate=rate, seconds=seconds,
+                             seed=soak_seed(search.seed, index), index=index + 1)  # fmt: skip
+            t = time.monotonic()
+            out = self.run(plan, self.run_dir / ("soak" if alone else f"soaks/{plan.index:02d}-{rate:.4g}"))
+            return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=plan.index, seconds=plan.max_s,
+                                 seed=plan.seed)  # fmt: skip
+
+        return run
 
     def _interrupted(self) -> None:
         if self.stop and self.stop():
@@ -265,7 +267,7 @@ def search_server(
     Returns (capacity, failure, the metrics of the last met step at the capacity); a step that errors
     or a server that dies ends it with that failure. `capacity.json` is written to `run_dir`.
     """
-    from servetune.bench.capacity import find_capacity, soak_down, soak_seed
+    from servetune.bench.capacity import find_capacity, soak_down
 
     timings = timings if timings is not None else RunTimings()
     steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop)
@@ -282,10 +284,8 @@ def search_server(
         capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
         if search.soak_s > 0:
             capacity = soak_down(
-                lambda rate, i: steps.soak(rate, search.soak_s, search.rules(), soak_seed(search.seed, i), index=i + 1,
-                                           where=f"soaks/{i + 1:02d}-{rate:.4g}"),
-                capacity, tries=search.soak_tries, min_rate=search.min_rate,
-            )  # fmt: skip
+                steps.soaker(search, search.soak_s), capacity, tries=search.soak_tries, min_rate=search.min_rate
+            )
     except _StepFailed as exc:
         return None, exc.failure, None
     finally:
@@ -346,19 +346,15 @@ def soak_server(
     by the same rules as a capacity step, met only at its end. With `tries` > 1, a soak not met is
     followed by one a resolution lower (`soak_steps`), each in `soaks/NN-RATE/`. Returns every soak
     (the last decides); `soak.json` (the last, with `soaks`) is written to `run_dir`."""
-    from servetune.bench.capacity import soak_seed, soak_steps
+    from servetune.bench.capacity import soak_steps
 
     timings = timings if timings is not None else RunTimings()
     steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop)
     t = time.monotonic()
-
-    def one(at: float, i: int) -> SoakResult:
-        where = "soak" if tries == 1 else f"soaks/{i + 1:02d}-{at:.4g}"
-        return steps.soak(at, seconds, search.rules(), soak_seed(search.seed, i), index=i + 1, where=where)
-
     try:
         steps.warm(search.wave)
-        soaks = soak_steps(one, rate, resolution=search.resolution, tries=tries, min_rate=search.min_rate)
+        run_soak = steps.soaker(search, seconds, alone=tries == 1)
+        soaks = soak_steps(run_soak, rate, resolution=search.resolution, tries=tries, min_rate=search.min_rate)
     except _StepFailed as exc:
         return [], exc.failure
     finally:
@@ -393,6 +389,6 @@ def measure_soak(
             runner, server, workload, slos, rate=rate, seconds=seconds, run_dir=run_dir, search=search,
             tries=tries, timings=timings, stop=stop,
         )  # fmt: skip
-        return None, failure, {"soak": soaks[-1], "soaks": soaks} if soaks else {}
+        return None, failure, {"soaks": soaks}
 
     return runner.session(resolution, run_dir=run_dir, gpus=gpus, body=body)

@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servetune.bench.capacity import RunSoak, RunStep, SoakResult, StepOutcome, StepPlan, soak_seed, step_length
+from servetune.bench.capacity import RunSoak, RunStep, SoakResult, StepOutcome, StepPlan, soak_plan, soak_seed
 from servetune.bench.metrics import compute_metrics
 from servetune.bench.schema import RequestRecord
 from servetune.bench.servermodel import profile_step
 from servetune.bench.slo import LatencySlo
-from servetune.bench.verdict import StepJudge, StepRules, replay
+from servetune.bench.verdict import StepRules, replay
 
 __all__ = [
     "BatchingServer",
@@ -208,11 +208,9 @@ def simulated_soak(
     rules = rules or StepRules()
 
     def run(rate: float, index: int) -> SoakResult:
-        judge = StepJudge(slos, rules, rate=rate, max_s=step_length(seconds, rate, slos, rules), soak=True)
-        plan = StepPlan(index=index + 1, rate=rate, repeat=0, seed=soak_seed(seed, index), max_s=judge.max_s,
-                        judge=judge)  # fmt: skip
+        plan = soak_plan(slos, rules, rate=rate, seconds=seconds, seed=soak_seed(seed, index), index=index + 1)
         out = simulated_step(server)(plan)
-        return SoakResult.of(out, rate=rate, bench_s=out.verdict.at_s, index=index + 1, seconds=judge.max_s,
+        return SoakResult.of(out, rate=rate, bench_s=out.verdict.at_s, index=plan.index, seconds=plan.max_s,
                              seed=plan.seed)  # fmt: skip
 
     return run
