@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from servetune.bench.schema import RequestRecord, SteadyWindow
 from servetune.bench.stats import percentile
 
-__all__ = ["FIT_MIN_WAVES", "fitted_rate", "lateness", "offered_ratio", "steady_window", "window_rate"]
+__all__ = ["FIT_MIN_WAVES", "client_pace", "fitted_rate", "lateness", "offered_ratio", "steady_window", "window_rate"]
 
 
 def fitted_rate(times: Sequence[float]) -> float | None:
@@ -109,13 +109,21 @@ def steady_window(
 def offered_ratio(records: Sequence[RequestRecord]) -> float | None:
     """Scheduled over actual sending time of the arrivals that had a schedule (1.0: the client kept
     to it; below, it could not generate the load); None for fewer than two."""
+    pace = client_pace(records)
+    return None if pace is None else pace[0]
+
+
+def client_pace(records: Sequence[RequestRecord]) -> tuple[float, float] | None:
+    """(`offered_ratio`, seconds the client's sending fell behind its schedule's span) of the arrivals
+    that had a schedule; None for fewer than two."""
     sched = [r for r in records if r.scheduled is not None]
     if len(sched) < 2:
         return None
     sent = sched[-1].start - sched[0].start
     if sent <= 0:
         return None
-    return min(1.0, (sched[-1].scheduled - sched[0].scheduled) / sent)
+    span = sched[-1].scheduled - sched[0].scheduled
+    return min(1.0, span / sent), max(0.0, sent - span)
 
 
 def lateness(records: Sequence[RequestRecord]) -> dict[str, float]:

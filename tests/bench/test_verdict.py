@@ -15,7 +15,7 @@ from servetune.bench._builtin import load_requests
 from servetune.bench.schema import RequestRecord
 from servetune.bench.slo import parse_slos, samples_ms, statistic
 from servetune.bench.stats import SequentialBinomial, max_missed, min_judged, t_quantile, trend
-from servetune.bench.verdict import StepJudge, StepRules, replay
+from servetune.bench.verdict import OFFERED_MIN, StepJudge, StepRules, replay
 from servetune.testing.simulated import BatchingServer, CoinServer, FifoServer, arrivals
 
 H200 = Path(__file__).parent.parent / "fixtures" / "h200" / "capacity-20s"
@@ -143,6 +143,24 @@ def test_a_step_the_client_could_not_hold_is_not_a_verdict():
     times = arrivals(40.0, 400, 3)
     records = [replace(r, start=2 * r.scheduled) for r in CoinServer(share=0.0).serve(times, 3)]
     verdict, _ = replay(records, _judge(parse_slos(["p99_ttft_ms<=1000"]), 40.0))
+    assert verdict.state == "invalid" and "the client sent only" in verdict.why
+
+
+def test_a_brief_pause_of_the_client_is_not_a_client_that_cannot_hold_the_rate():
+    """120 req/s; the client's process pauses 0.15 s at 0.85 s (a loaded CI host) and catches up by
+    1.35 s. Looked at 1.05 s in, its sending span reads under 90% of the schedule's, yet it is never more
+    than 0.15 s behind: the step is judged (met), not invalid. At 85% of the pace throughout, the client
+    falls seconds behind: invalid."""
+    slo = parse_slos(["p99_ttft_ms<=1000"])
+    records = CoinServer(share=0.0, fast_s=0.05).serve(arrivals(120.0, 720, 4), 4)
+    paused = [replace(r, start=1.0 + (r.scheduled - 0.85) * 0.7) if 0.85 <= r.scheduled < 1.35 else r for r in records]
+    early, _ = replay(paused, _judge(slo, 120.0, warmup_s=0.2), until=1.05)
+    assert early.offered_ratio is not None and early.offered_ratio < OFFERED_MIN
+    assert early.state == "undecided" and "needs" in early.why  # closed at 1.05 s, not judged invalid
+    verdict, _ = replay(paused, _judge(slo, 120.0, warmup_s=0.2, backlog_s=4.0))
+    assert verdict.state == "met", verdict.why
+    slow = [replace(r, start=r.scheduled / 0.85) for r in records]
+    verdict, _ = replay(slow, _judge(slo, 120.0, warmup_s=0.2))
     assert verdict.state == "invalid" and "the client sent only" in verdict.why
 
 
