@@ -31,13 +31,18 @@ usage) and a graph size `G`:
 
 - the mean batch by Little's law, B = lam * (t0 + (n - 1) * TPOT(B)), at most L;
 - p99 TPOT: B and the prefills during one life at their 99th percentile under Poisson arrivals
-  (mean + z * k * sqrt(mean), k fitted to the steps' measured p99 TPOT), the prefills at most L per
+  (mean + z * k * sqrt(mean), k fitted to the measured p99 TPOT of the steps that finished 90% of their
+  arrivals: a step stopped early leaves its slowest requests unfinished), the prefills at most L per
   life once the limit binds (arrivals past it wait, so they cannot stall the running batch);
 - p99 TTFT: the baseline's no-queue p99 TTFT (linear in the rate over its steps) plus the p99 wait
   for one of L slots (Erlang C with a service time of one request's life, scaled by the
   Allen-Cunneen factor (1 + cv^2) / 2 for its measured variability);
 - the capacity: the highest rate whose p99 TPOT and p99 TTFT meet the SLO, below the limit's
   throughput ceiling L / life.
+
+The fit can pool the searches of other configs of the same server (`fit(..., pooled=...)`, each
+`Search` read at its own running limit and graph size): a search of an unbounded batch moves the batch
+and the prefill rate together, so alone it cannot tell b from s; a search whose batch a limit pinned can.
 
 It models what a running limit and a graph size do; it does not model other fields (they are the
 baseline's), memory fraction (it only tells whether the KV pool bound), or a model the search did not
@@ -50,6 +55,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -59,7 +65,7 @@ if TYPE_CHECKING:
     from servetune.bench.schema import RequestRecord
     from servetune.bench.slo import LatencySlo
 
-__all__ = ["ModelPoint", "ServerModel", "StepProfile", "profile_step", "server_limits"]
+__all__ = ["ModelPoint", "Search", "ServerModel", "StepProfile", "profile_step", "server_limits"]
 
 CERTIFIED_SHARE = 0.5
 """`capacity` holds this share of an SLO's allowed tail under the bound (p99: p99.5): a step is met
@@ -75,6 +81,11 @@ STALLS = {"exclusive": (0, 1, 2, 3), **{f"mixed_{f:g}": (0, 1, 2, 4 + i) for i, 
 """The prefill-stall models and their regressors (the fit keeps the one that explains most)."""
 MIN_REQUESTS = 20
 """Requests a step needs to enter the fit."""
+FINISHED_SHARE = 0.9
+"""Steps whose p99 TPOT the spread is fitted on finished this share of their arrivals: on the H200 the
+defaults' steps stopped early as missed (62-80% finished) read p99 TPOT 12.2 ms at 17.79 req/s and 21.5 at
+20.26, where the steps that ran on read 20.8-25.1 at 16.15-16.88; with them the model put the defaults'
+capacity 12% high (18.09 against 16.15 certified), without them 2% (16.51)."""
 
 
 class StepProfile(BaseModel):
@@ -93,7 +104,10 @@ class StepProfile(BaseModel):
     ttft_p99_ms: float
     """p99 TTFT from the scheduled arrival (ms)."""
     tpot_p99_ms: float
-    """p99 TPOT (ms)."""
+    """p99 TPOT (ms), over the requests that finished."""
+    finished_share: float = 1.0
+    """Share of the step's arrivals that finished: a step stopped early (missed) leaves its slowest
+    requests unfinished, so its `tpot_p99_ms` reads low (the spread is fitted on steps that finished 90%)."""
     batch_mean: float
     """Requests decoding, time-averaged over the judged span (from each request's first token and end)."""
     batch_max: int
@@ -116,6 +130,8 @@ class StepProfile(BaseModel):
     """A prefill's span with no queue (s): the step's 10th-percentile TTFT from the send."""
     running_max: int | None = None
     """SGLang's largest `#running-req` during the step (telemetry; None without it)."""
+    running_p90: int | None = None
+    """The 90th percentile of SGLang's `#running-req` over its decode lines: the batch a burst reaches."""
     queue_max: int | None = None
     """SGLang's largest `#queue-req`."""
     token_usage_max: float | None = None
@@ -259,6 +275,7 @@ def profile_step(
     return StepProfile(
         rate=rate, requests=len(fitted), out_tokens=math.fsum(r.output_len for r in judged) / len(judged),
         ttft_p50_ms=percentile(ttfts, 50), ttft_p99_ms=percentile(ttfts, 99), tpot_p99_ms=percentile(tpots, 99),
+        finished_share=len(done) / len(records),
         batch_mean=decoding.integral(span_start, span_end) / span, batch_max=decoding.peak, life_cv2=cv2,
         completion_rate=sum(1 for r in done if span_start <= r.end <= span_end) / span, graph_bs=graph_bs,
         over_graph_share=decoding.over_share(span_start, span_end),
@@ -294,6 +311,7 @@ def _telemetry_summary(decode: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     graphs = [t.get("cuda_graph") for t in decode if isinstance(t.get("cuda_graph"), bool)]
     return {
         "running_max": max(running),
+        "running_p90": sorted(running)[min(len(running) - 1, int(0.9 * len(running)))],
         "queue_max": max(int(t.get("queue_req") or 0) for t in decode),
         "token_usage_max": max(usage),
         "kv_tokens": sorted(float(t["tokens"]) / float(t["token_usage"]) for t in readable)[len(readable) // 2]
@@ -348,6 +366,15 @@ def _erlang_c(servers: int, load: float) -> float:
     for k in range(1, servers + 1):
         blocking = load * blocking / (k + load * blocking)
     return servers * blocking / (servers - load * (1.0 - blocking))
+
+
+@dataclass(frozen=True)
+class Search:
+    """One capacity search's profiles with the running limit and graph size its server ran (None: unknown)."""
+
+    profiles: Sequence[StepProfile]
+    running_limit: int | None = None
+    graph_bs: int | None = None
 
 
 class ModelPoint(BaseModel):
@@ -418,6 +445,8 @@ class ServerModel(BaseModel):
     """Requests fitted."""
     r2: float
     """Share of the TPOT variance the fit explains ..."""
+    pooled: int = 0
+    """Searches of other configs pooled into the fit (a probe's): 0, the baseline's alone."""
     residual_ms: float = 0.0
     """... and the spread it leaves, per request (RMS residual, ms): requests at one batch and prefill
     rate still differ (the tail adds its quantile of it)."""
@@ -429,12 +458,22 @@ class ServerModel(BaseModel):
         *,
         running_limit: int | None = None,
         graph_bs: int | None = None,
+        pooled: Sequence[Search] = (),
     ) -> ServerModel | None:
         """The model of the server that ran `profiles` (one search), or None with fewer than two
-        usable steps. `running_limit` / `graph_bs`: its effective values (else read off the profiles)."""
-        usable = [p for p in profiles if p.requests >= MIN_REQUESTS]
-        if len(usable) < 2:
+        usable steps. `running_limit` / `graph_bs`: its effective values (else read off the profiles).
+        `pooled`: searches of other configs of the same server and traffic (a probe's), each with its
+        running limit and graph size: their requests enter the regression and their steps the tail's
+        fit, each read at its own limit; what the model says of the baseline (its limits, largest
+        batch, queueing, KV pool, no-queue TTFT) stays the baseline's."""
+        own = [p for p in profiles if p.requests >= MIN_REQUESTS]
+        if len(own) < 2:
             return None
+        graph_own = graph_bs if graph_bs is not None else next((p.graph_bs for p in own if p.graph_bs), None)
+        searches = [Search(own, running_limit, graph_own)] + [
+            Search([p for p in s.profiles if p.requests >= MIN_REQUESTS], s.running_limit, s.graph_bs) for s in pooled
+        ]
+        usable = [p for s in searches for p in s.profiles]
         k = len(REGRESSORS)
         xtx = [[math.fsum(p.xtx[i][j] for p in usable) for j in range(k)] for i in range(k)]
         xty = [math.fsum(p.xty[i] for p in usable) for i in range(k)]
@@ -456,12 +495,11 @@ class ServerModel(BaseModel):
         stall = min(fits, key=lambda name: fits[name][0])
         residual, coef = fits[stall]
         r2 = max(0.0, min(1.0, 1.0 - residual / total)) if total > 0 else 0.0
-        graph = graph_bs if graph_bs is not None else next((p.graph_bs for p in usable if p.graph_bs), None)
         usage = [p.token_usage_max for p in usable if p.token_usage_max is not None]
         kv = [p.kv_tokens / p.kv_per_request for p in usable if p.kv_tokens and p.kv_per_request]
-        running_max = max((p.running_max or p.batch_max) for p in usable)
-        quiet = [p for p in usable if not p.queue_max]
-        c0, c1 = _line([(p.rate, p.ttft_p99_ms) for p in (quiet or usable)])
+        running_max = max((p.running_max or p.batch_max) for p in own)
+        quiet = [p for p in own if not p.queue_max]
+        c0, c1 = _line([(p.rate, p.ttft_p99_ms) for p in (quiet or own)])
         model = cls(
             base_ms=coef.get(0, mean_y), per_running_ms=coef.get(1, 0.0),
             eager_ms=coef.get(2, 0.0) if eager_seen else None, stall="exclusive" if stall == "exclusive" else "mixed",
@@ -473,24 +511,32 @@ class ServerModel(BaseModel):
             ttft_ms=min(p.ttft_p50_ms for p in usable), ttft_p99_ms=c0, ttft_p99_per_rate=c1,
             life_cv2=math.fsum(p.life_cv2 * p.requests for p in usable) / n_req,
             kv_slots=sorted(kv)[len(kv) // 2] if kv else None, kv_bound=bool(usage) and max(usage) >= 0.9,
-            running_limit=running_limit or 4096, graph_bs=graph, running_max=running_max,
-            queued=any((p.queue_max or 0) > 0 for p in usable),
+            running_limit=running_limit or 4096, graph_bs=graph_own, running_max=running_max,
+            queued=any((p.queue_max or 0) > 0 for p in own),
             token_usage_max=max(usage) if usage else None, throughput_max=max(p.completion_rate for p in usable),
             steps=len(usable), requests=n_req, r2=r2, residual_ms=math.sqrt(max(residual, 0.0) / n_req),
+            pooled=len(searches) - 1,
         )  # fmt: skip
-        return model.model_copy(update={"spread": model._fit_spread(usable)})
+        return model.model_copy(update={"spread": model._fit_spread(searches)})
 
-    def _fit_spread(self, profiles: Sequence[StepProfile]) -> float:
-        """k minimising the squared error of the predicted p99 TPOT over the steps (a grid over 0-3)."""
-        own = (self.running_limit, self.graph_bs)
+    def _fit_spread(self, searches: Sequence[Search]) -> float:
+        """k minimising the squared error of the predicted p99 TPOT over the steps that finished
+        `FINISHED_SHARE` of their arrivals (all, where none did), each read at its search's running limit
+        and graph size (a grid over 0-3)."""
+        whole = [Search([p for p in s.profiles if p.finished_share >= FINISHED_SHARE], s.running_limit, s.graph_bs)
+                 for s in searches]  # fmt: skip
+        if any(s.profiles for s in whole):
+            searches = whole
         best = (math.inf, 1.0)
         for i in range(61):
             k = i * 0.05
             trial = self.model_copy(update={"spread": k})
             err = 0.0
-            for p in profiles:
-                pt = trial.point(p.rate, *own)
-                err += p.requests * (min(pt.tpot_p99_ms, 10 * p.tpot_p99_ms) - p.tpot_p99_ms) ** 2
+            for search in searches:
+                graph = search.graph_bs if search.graph_bs is not None else self.graph_bs
+                for p in search.profiles:
+                    pt = trial.point(p.rate, search.running_limit or 4096, graph)
+                    err += p.requests * (min(pt.tpot_p99_ms, 10 * p.tpot_p99_ms) - p.tpot_p99_ms) ** 2
             best = min(best, (err, k))
         return best[1]
 

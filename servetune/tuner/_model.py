@@ -11,6 +11,12 @@ prefills during each request's life, SGLang's telemetry of running, queued and K
   change is stored with its reason (`STUDY_ATTR`) and applied to every later trial (`search_space`);
 - **seeds the first sampled trial** with the config the model predicts best over the space's running
   limits and graph sizes (the baseline's other values kept), enqueued with `source: "model"`;
+- **probes** instead, when the model predicts no gain the search resolves (`--resolution`) and the
+  baseline's batch never met a limit: a running limit at the 90th percentile of the batch SGLang logged at
+  the baseline's capacity (`probe`, `source: "probe"`), which binds in its bursts only. Once the probe ran,
+  the model is refitted on both searches, each read at its own running limit (`_refit`: a search of an
+  unbounded batch cannot tell decode growth from prefill stall, a pinned batch can), and the refit's seed
+  is enqueued;
 - **predicts every trial** (`prediction`): its running limit and graph size through the model, stored
   beside its measured capacity, so `tune report` prints the model's error.
 
@@ -179,18 +185,26 @@ def predict(
 
 
 def seed(
-    model: ServerModel, slos: Sequence[Any], space: ResolvedSpace, baseline: Mapping[str, Any]
+    model: ServerModel,
+    slos: Sequence[Any],
+    space: ResolvedSpace,
+    baseline: Mapping[str, Any],
+    *,
+    ran: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[dict[str, Any], float, list[dict[str, Any]]] | None:
     """The config the model predicts best (the baseline's values with its running limit and graph size
     replaced), its predicted capacity, and the runners-up; None when the space has neither field or no
-    config beats the baseline's own prediction."""
+    config beats the baseline's own prediction. `ran`: configs already measured (a probe's values): none
+    of them is proposed, and the seed must beat their predictions too."""
     running = field_of(space.params, RUNNING)
     graph = field_of(space.params, GRAPH)
     if running is None and graph is None:
         return None
     limits = _candidates(space.params[running].distribution if running else None)
     graphs = _candidates(space.params[graph].distribution if graph else None)
-    own = predict(model, slos, baseline, running, graph)
+    measured = [{**baseline, **r} for r in ran]
+    own = max(predict(model, slos, v, running, graph) for v in [baseline, *measured])
+    done = {(v.get(running) if running else None, v.get(graph) if graph else None) for v in measured}
     ranked = []
     for limit in limits:
         for size in graphs:
@@ -201,6 +215,8 @@ def seed(
                 and (model.eager_ms is None or model.eager_ms > 0)
             ):
                 continue  # a graph smaller than the running limit only costs (or its cost is unknown)
+            if (limit if running else None, size if graph else None) in done:
+                continue
             values = {**baseline}
             if running:
                 values[running] = limit
@@ -232,26 +248,29 @@ def _change(values: Mapping[str, Any], baseline: Mapping[str, Any]) -> float:
 
 
 def update(setup: StudySetup, trials: list) -> dict[str, Any] | None:
-    """Fit the model once the baselines are done, store it with its evidence, enqueue its seed; the
-    record stored (None: nothing new; a study without a capacity objective, or once it exists)."""
+    """Fit the model once the baselines are done, store it with its evidence, enqueue its seed (or, when
+    it predicts no gain, a probe); once the probe ran, refit on both and enqueue the refit's seed. The
+    record stored (None: nothing new; a study without a capacity objective, or nothing to do yet)."""
     from optuna.trial import TrialState
 
-    from servetune.bench.capacity import CapacityStep
     from servetune.bench.servermodel import ServerModel
 
-    if not setup.capacity or not setup.options.model_seed or load(setup.study) is not None:
+    if not setup.capacity or not setup.options.model_seed:
         return None
+    record = load(setup.study)
+    if record is not None:
+        return _refit(setup, trials, record)
     baselines = [t for t in trials if t.user_attrs.get("source") in SOURCES_BASELINE]
     if not baselines or any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in baselines):
         return None
     done = [t for t in baselines if t.state == TrialState.COMPLETE and t.values and t.user_attrs.get("capacity")]
-    record: dict[str, Any] = {}
+    record = {}
     if not done:
         record["note"] = "no baseline measured a capacity: no model"
         setup.study.set_user_attr(STUDY_ATTR, record)
         return record
     best = max(done, key=lambda t: t.values[0])
-    steps = [CapacityStep.model_validate(s) for s in best.user_attrs["capacity"].get("steps", [])]
+    steps = _steps(best)
     limits = best.user_attrs.get("server_limits") or {}
     model = ServerModel.fit(
         [s.profile for s in steps if s.profile is not None], running_limit=limits.get("running"),
@@ -272,19 +291,151 @@ def update(setup: StudySetup, trials: list) -> dict[str, Any] | None:
     record["baseline_measured"] = best.values[0]
     narrowed = search_space(space, record)
     found = seed(model, slos, narrowed, baseline)
-    if found is None:
-        record["note"] = "the model predicts no running limit or graph size above the baseline's capacity"
-        setup.study.set_user_attr(STUDY_ATTR, record)
+    own = predict(model, slos, baseline, running, graph)
+    resolved = found is not None and found[1] >= own * (1.0 + setup.options.resolution)
+    probed = None if resolved else probe(model, narrowed, steps, best.values[0])
+    if probed is None and found is not None:
+        _enqueue_seed(setup, record, found, best, narrowed, running, graph)
         return record
+    record["note"] = (
+        f"the model's best ({found[1]:.4g} req/s) is within the search's resolution of the baseline's {own:.4g}"
+        if found is not None
+        else "the model predicts no running limit or graph size above the baseline's capacity"
+    )
+    if probed is not None:
+        values, why = probed
+        record["probe"] = {"values": values, "why": why}
+        auto = sorted(n for n in best.user_attrs.get("auto") or [] if n not in values)
+        full = {k: v for k, v in {**baseline, **values}.items() if k in narrowed.params}
+        setup.study.enqueue_trial(
+            encode_params(narrowed, full), user_attrs={"source": "probe", "auto": auto, "model_of": best.number}
+        )
+    setup.study.set_user_attr(STUDY_ATTR, record)
+    return record
+
+
+def _steps(trial) -> list:
+    """A trial's capacity steps (`CapacityStep`), from its stored search."""
+    from servetune.bench.capacity import CapacityStep
+
+    return [CapacityStep.model_validate(s) for s in (trial.user_attrs.get("capacity") or {}).get("steps", [])]
+
+
+def _enqueue_seed(setup: StudySetup, record: dict[str, Any], found, best, narrowed: ResolvedSpace,
+                  running: str | None, graph: str | None) -> None:  # fmt: skip
+    """Store the model's seed in `record` and enqueue it (`source: "model"`)."""
     values, capacity, runners = found
     changed = {k: v for k, v in values.items() if k in (running, graph)}
     record["seed"] = {"values": changed, "predicted": round(capacity, 4), "runners_up": runners}
+    record.pop("note", None)
     setup.study.set_user_attr(STUDY_ATTR, record)
     auto = sorted(n for n in best.user_attrs.get("auto") or [] if n not in changed)
     full = {k: v for k, v in values.items() if k in narrowed.params}
     setup.study.enqueue_trial(
         encode_params(narrowed, full), user_attrs={"source": "model", "auto": auto, "model_of": best.number}
     )
+
+
+PROBE_QUANTILE = 0.9
+"""The probe's running limit: the 90th percentile of the running batch SGLang logged at the baseline's capacity."""
+
+
+def probe(
+    model: ServerModel, space: ResolvedSpace, steps: Sequence[Any], capacity: float
+) -> tuple[dict[str, Any], str] | None:
+    """The probe a baseline's search calls for when its model sees no gain the search resolves, or None.
+
+    In a search of an unbounded batch the running batch and the prefill rate rise together (the batch is
+    the rate times a life), so the fit cannot tell decode growth per running request from prefill stall,
+    and it reads a burst (prefills piling into the batch, which then decodes slowly) as a Poisson spread.
+    A running limit at the 90th percentile of the batch SGLang ran at the baseline's capacity binds in the
+    bursts only: its search pins the batch while the rate moves (the measurement the refit needs), and it
+    is the config that holds a burst's prefills back (on the H200 the defaults' batch reached 39-50 in the
+    top decile at their capacity; a limit of 48 sustained 1.46x their rate). None when the space has no
+    running limit, the baseline's limit already bound, its steps at capacity logged no batch (no
+    telemetry), or the value would not bind (at or above the largest batch it ran)."""
+    running = field_of(space.params, RUNNING)
+    if running is None or model.running_max >= model.limit(None) or model.queued:
+        return None
+    at = [s.profile for s in steps if s.met and s.profile is not None and math.isclose(s.rate, capacity, rel_tol=1e-6)]
+    p90 = [p.running_p90 for p in at if p.running_p90]
+    if not p90:
+        return None
+    value = _snapped(space.params[running].distribution, max(p90))
+    if value is None or value >= model.running_max:
+        return None
+    why = (
+        f"the model sees no gain the search resolves, but the baseline's batch burst to {max(p90)} in the top decile "
+        f"at its capacity ({capacity:.4g} req/s; mean {_mean_batch(at):.0f}, peak {model.running_max}): a limit of "
+        f"{value} binds in the bursts only, and its search separates decode growth from prefill stall"
+    )
+    return {running: value}, why
+
+
+def _mean_batch(profiles: Sequence[Any]) -> float:
+    return sum(p.batch_mean for p in profiles) / len(profiles)
+
+
+def _snapped(dist: Distribution, value: float) -> Any:
+    """`value` on a dimension's grid (an integer range's step, the nearest numeric choice); None where it is
+    outside the range."""
+    if isinstance(dist, IntDistribution):
+        low, high = dist.bounds
+        if not low <= value <= high:
+            return None
+        return low + int(round((value - low) / dist.step)) * dist.step
+    ordered = ordinal_values(dist)
+    if not ordered or not ordered[0] <= value <= ordered[-1]:
+        return None
+    return min(ordered, key=lambda c: abs(math.log(c / value)) if c > 0 and value > 0 else abs(c - value))
+
+
+def _refit(setup: StudySetup, trials: list, record: dict[str, Any]) -> dict[str, Any] | None:
+    """Once the probe ran: refit on the baseline's and the probe's searches (each at its own running limit),
+    store the refit and enqueue its seed; None before (or without) a probe, or once refitted."""
+    from optuna.trial import TrialState
+
+    from servetune.bench.servermodel import Search, ServerModel
+
+    if "probe" not in record or "refit" in record:
+        return None
+    probe_trial = next((t for t in trials if t.user_attrs.get("source") == "probe"), None)
+    if probe_trial is None or probe_trial.state in (TrialState.WAITING, TrialState.RUNNING):
+        return None
+    base = next((t for t in trials if t.number == record.get("fitted_on")), None)
+    limits = probe_trial.user_attrs.get("server_limits") or {}
+    profiles = [s.profile for s in _steps(probe_trial) if s.profile is not None]
+    measured = probe_trial.values[0] if probe_trial.state == TrialState.COMPLETE and probe_trial.values else None
+    refit: dict[str, Any] = {"trial": probe_trial.number, "measured": measured}
+    model = None
+    if base is not None and profiles:
+        base_limits = base.user_attrs.get("server_limits") or {}
+        limit = limits.get("running") or next(iter(record["probe"]["values"].values()))
+        model = ServerModel.fit(
+            [s.profile for s in _steps(base) if s.profile is not None], running_limit=base_limits.get("running"),
+            graph_bs=base_limits.get("graph"), pooled=[Search(profiles, limit, limits.get("graph"))],
+        )  # fmt: skip
+    if model is None:
+        refit["note"] = "the probe left no readable step: the baseline's model stays"
+        record["refit"] = refit
+        setup.study.set_user_attr(STUDY_ATTR, record)
+        return record
+    space = setup.space
+    slos = setup.latency_slos
+    running, graph = field_of(space.params, RUNNING), field_of(space.params, GRAPH)
+    baseline = _baseline_values(base, space)
+    refit["alone"] = record["model"]
+    refit["predicted"] = round(predict(model, slos, {**baseline, **record["probe"]["values"]}, running, graph), 4)
+    record["model"] = model.summary()
+    record["refit"] = refit
+    record["baseline_predicted"] = round(predict(model, slos, baseline, running, graph), 4)
+    narrowed = search_space(space, record)
+    found = seed(model, slos, narrowed, baseline, ran=[record["probe"]["values"]])
+    if found is None:
+        refit["note"] = "the refit predicts nothing above the baseline and the probe"
+        setup.study.set_user_attr(STUDY_ATTR, record)
+        return record
+    _enqueue_seed(setup, record, found, base, narrowed, running, graph)
     return record
 
 

@@ -127,7 +127,12 @@ def model_lines(record: dict[str, Any]) -> list[str]:
     if not m:
         return [f"server model: {record.get('note', 'none')}"]
     graph = f"{m['eager_ms']:.2f} ms past the {m['graph_bs']}-wide graph" if m.get("eager_ms") else "graph cost unseen"
-    fit = f"trial {record.get('fitted_on')}, {m['steps']} steps, {m['requests']} requests, R2 {m['r2']:.2f}"
+    on = (
+        f"trials {record.get('fitted_on')} and {record['refit']['trial']}"
+        if m.get("pooled") and record.get("refit")
+        else f"trial {record.get('fitted_on')}"
+    )
+    fit = f"{on}, {m['steps']} steps, {m['requests']} requests, R2 {m['r2']:.2f}"
     usage = m["token_usage_max"] if m.get("token_usage_max") is not None else "?"
     lines = [
         f"server model ({fit}): {m['base_ms']:.2f} ms per token + {m['per_running_ms']:.3f} ms per running request, "
@@ -137,10 +142,20 @@ def model_lines(record: dict[str, Any]) -> list[str]:
     ]
     for e in record.get("evidence") or []:
         lines.append(f"  {e['field']}: {e['action']}" + (f" to {e['to']:g}" if "to" in e else "") + f" ({e['why']})")
-    seed = record.get("seed")
+    probe, refit, seed = record.get("probe"), record.get("refit"), record.get("seed")
+    if probe:
+        values = ", ".join(f"{k}={v}" for k, v in probe["values"].items())
+        lines.append(f"  {record.get('note') or 'no seed'}; probe: {values} ({probe['why']})")
+    if refit:
+        measured = f"measured {refit['measured']:.4g}" if refit.get("measured") is not None else "no capacity"
+        head = f"  refit on the baseline and probe trial {refit['trial']} ({measured}"
+        lines.append(head + (f", predicted {refit['predicted']:.4g} req/s)" if "predicted" in refit else ")"))
+        if refit.get("note"):
+            lines.append(f"  {refit['note']}")
     if seed:
         values = ", ".join(f"{k}={v}" for k, v in seed["values"].items())
-        lines.append(f"  first sampled trial: {values}, predicted {seed['predicted']:.4g} req/s")
-    elif record.get("note"):
+        which = "the refit's seed" if refit else "first sampled trial"
+        lines.append(f"  {which}: {values}, predicted {seed['predicted']:.4g} req/s")
+    elif record.get("note") and not probe:
         lines.append(f"  {record['note']}")
     return lines

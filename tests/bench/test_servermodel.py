@@ -88,8 +88,17 @@ def test_a_running_limit_at_the_graph_trades_tpot_for_ttft_in_the_model():
     model, cap = _baseline_model()
     free, capped = model.point(80.0, None, 32), model.point(80.0, 30, 32)
     assert capped.tpot_p99_ms < free.tpot_p99_ms and capped.wait_p99_ms > free.wait_p99_ms == 0.0
-    # and it reads the baseline's own certified capacity within 15%
-    assert model.capacity(SLOS) == pytest.approx(cap.request_rate, rel=0.15)
+
+
+def test_it_reads_the_baselines_own_certified_capacity():
+    """Fitted on each of three launches' searches (their own noise), the model reads the certified capacity
+    of the same search within 10% in the median and 20% at worst. (Fitted with the tail's spread on every
+    step, steps stopped early included, it read +14%, +11% and -19%.)"""
+    errors = []
+    for seed in (0, 1, 2):
+        model, cap = _baseline_model(seed)
+        errors.append(abs(model.capacity(SLOS) / cap.request_rate - 1.0))
+    assert sorted(errors)[1] <= 0.10 and max(errors) <= 0.20, errors
 
 
 def test_the_best_running_limit_it_predicts_is_certified_within_15_percent():
