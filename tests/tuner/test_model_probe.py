@@ -125,3 +125,38 @@ def test_with_a_coarser_resolution_the_models_own_seed_goes_first():
     assert "probe" not in record and record["seed"]["values"]["max_running_requests"] < 48
     (waiting,) = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.WAITING]
     assert waiting.user_attrs["source"] == "model"
+
+
+def test_a_study_on_the_stand_in_launches_the_probe_then_the_refits_seed(tmp_path):
+    """The stand-in study of test_model_study at a 30% resolution: the model's best gains less than that over
+    the baseline's prediction, so trial 2 (after the two baselines) is the probe at the top decile of the
+    batch SGLang-style telemetry logged at the baseline's capacity; once it ran, the model is refitted on both
+    searches and the refit's seed is the next trial. Each fit is announced as it happens."""
+    from benchmarks.study_model import SPACE, WORKLOAD
+    from servetune.testing.simulated import standin_runner
+    from servetune.tuner import TuneOptions, Tuner
+    from servetune.tuner.events import ModelFitted
+
+    (tmp_path / "space.yaml").write_text(SPACE)
+    (tmp_path / "wl.yaml").write_text(WORKLOAD)
+    options = TuneOptions(
+        model="qwen2.5-vl-3b-instruct", gpu="h200", workload=str(tmp_path / "wl.yaml"),
+        space_file=str(tmp_path / "space.yaml"), objective="capacity", slos=("p99_ttft_ms<=500", "p99_tpot_ms<=3.5"),
+        start_rate=20.0, resolution=0.3, trials=4, seed=0, confirm_rounds=0, confirm_soak_seconds=0,
+        run_dir=tmp_path / "study", client="builtin", no_rules=True,
+    )  # fmt: skip
+    events: list = []
+    tuner = Tuner(options, runner=standin_runner(input_tokens=128, output_tokens=128, images=1), on_event=events.append)
+    tuner.run()
+    trials = sorted(tuner.study.get_trials(deepcopy=False), key=lambda t: t.number)
+    record = tuner.study.user_attrs["server_model"]
+    probe = trials[2]
+    assert probe.user_attrs["source"] == "probe"
+    (limit,) = record["probe"]["values"].values()
+    assert probe.user_attrs["params"]["max_running_requests"] == limit < record["model"]["running_max"]
+    assert record["refit"]["trial"] == 2 and record["model"]["pooled"] == 1
+    seeded = trials[3]
+    assert seeded.user_attrs["source"] == "model"
+    assert seeded.user_attrs["params"]["max_running_requests"] == record["seed"]["values"]["max_running_requests"]
+    fitted = [e.record for e in events if isinstance(e, ModelFitted)]
+    assert len(fitted) == 2 and "probe" in fitted[0] and "refit" not in fitted[0] and "refit" in fitted[1]
