@@ -23,6 +23,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SPACE = """\
 tune:
@@ -49,22 +50,30 @@ WAYS = {
 }
 
 
+def study_options(tmp: Path, **kw: Any):
+    """The `TuneOptions` of a capacity study on this landscape (SPACE and WORKLOAD written into `tmp`, the run
+    directory `tmp/study`, no confirmation unless `kw` asks for one); `kw` overrides any field."""
+    from servetune.tuner import TuneOptions
+
+    (tmp / "space.yaml").write_text(SPACE)
+    (tmp / "wl.yaml").write_text(WORKLOAD)
+    fields = dict(
+        model="qwen2.5-vl-3b-instruct", gpu="h200", workload=str(tmp / "wl.yaml"), space_file=str(tmp / "space.yaml"),
+        objective="capacity", slos=("p99_ttft_ms<=500", "p99_tpot_ms<=3.5"), start_rate=20.0, trials=10, seed=0,
+        confirm_rounds=0, confirm_soak_seconds=0, run_dir=tmp / "study", client="builtin", no_rules=True,
+    )  # fmt: skip
+    return TuneOptions(**{**fields, **kw})
+
+
 def study(way: str, seed: int, trials: int) -> dict:
     """One study; the best-so-far after each launch (as a multiple of the baseline) and the seed's figures."""
     from optuna.trial import TrialState
 
     from servetune.testing.simulated import standin_runner
-    from servetune.tuner import TuneOptions, Tuner
+    from servetune.tuner import Tuner
 
     tmp = Path(tempfile.mkdtemp(prefix=f"study-{way}-{seed}-"))
-    (tmp / "space.yaml").write_text(SPACE)
-    (tmp / "wl.yaml").write_text(WORKLOAD)
-    options = TuneOptions(
-        model="qwen2.5-vl-3b-instruct", gpu="h200", workload=str(tmp / "wl.yaml"), space_file=str(tmp / "space.yaml"),
-        objective="capacity", slos=("p99_ttft_ms<=500", "p99_tpot_ms<=3.5"), start_rate=20.0, trials=trials,
-        seed=seed, confirm_rounds=0, confirm_soak_seconds=0, run_dir=tmp / "study", client="builtin", no_rules=True,
-        **WAYS[way],
-    )  # fmt: skip
+    options = study_options(tmp, trials=trials, seed=seed, **WAYS[way])
     tuner = Tuner(options, runner=standin_runner(input_tokens=128, output_tokens=128, images=1, salt=seed))
     tuner.run()
     launched = [

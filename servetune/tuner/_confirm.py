@@ -6,6 +6,12 @@ round is a measurement through the same runner as the trials, in the first slot.
 
 `run_interleaved` is the shared part (rounds, ratios to the first config, their spread, a verdict);
 `servetune compare` calls it too.
+
+A capacity confirmation is long (on the H200 each round is a launch and a search of 5-8 minutes, each soak
+6 minutes), longer than a lent GPU window. Each measurement is written to the study as it ends (`JOURNAL`,
+keyed by the confirmation's plan); a run stopped part-way (Ctrl-C, a killed process, a job's time limit)
+and run again with the same study goes on where it stopped, reusing what was measured, in the same
+directory. A measurement cut short is measured again (its partial directory kept aside).
 """
 
 from __future__ import annotations
@@ -21,13 +27,15 @@ from servetune.tuner._evaluate import evaluate, evaluate_capacity
 from servetune.tuner._options import CONFIRM_SOAK_TRIES
 from servetune.tuner._result import TrialSummary, baseline_of, confirmation_history, rank_feasible
 from servetune.tuner._trial import reference_rate, runaway_guard
-from servetune.tuner.events import Confirmed, ConfirmRound, ConfirmSkipped
+from servetune.tuner.events import Confirmed, ConfirmResumed, ConfirmRound, ConfirmSkipped
 
 if TYPE_CHECKING:
     from servetune.runner import BaseRunner
     from servetune.tuner._evaluate import Outcome
     from servetune.tuner._setup import StudySetup
 
+JOURNAL = "confirm_journal"
+"""The study user attribute holding an unfinished confirmation: its plan, directory and measurements."""
 NOISE_FLOOR = 0.03
 """A ratio within this distance of 1 is never called better or worse, whatever the measured noise."""
 BETTER, WORSE, NOISE = "better", "worse", "not distinguishable from noise"
@@ -138,19 +146,33 @@ def confirm(
     reference = reference_rate(s)
     counter: dict[int, int] = {}
     history = confirmation_history(s.study.user_attrs)
-    out_dir = _confirm_dir(s.run_dir, len(history))
+    plan = {
+        "objective": objective.name, "baseline": baseline.number, "finalists": [t.number for t in finalists],
+        "rounds": rounds, "soak_s": s.options.confirm_soak_seconds if s.capacity else 0,
+    }  # fmt: skip
+    journal = _journal(s, plan)
+    if journal["done"]:
+        on_event(ConfirmResumed(measured=len(journal["done"]), run_dir=journal["run_dir"]))
+    out_dir = Path(journal["run_dir"]) if journal["run_dir"] else _confirm_dir(s.run_dir, len(history))
+    journal["run_dir"] = str(out_dir)
 
     def measure(number: Hashable) -> tuple[float | None, str | None]:
         t = by_number[number]
         counter[t.number] = counter.get(t.number, 0) + 1
+        key = f"{t.number}/{counter[t.number]}"
+        if key in journal["done"]:
+            value, failure = journal["done"][key]
+            return value, failure
         m = _remeasure(
-            s, runner, t, out_dir / f"r{counter[t.number]}-trial-{t.number:04d}",
+            s, runner, t, _fresh(out_dir / f"r{counter[t.number]}-trial-{t.number:04d}"),
             guarded=t is not baseline, reference=reference, stop=stop, round_=counter[t.number],
         )  # fmt: skip
         if stop.is_set():
             raise KeyboardInterrupt
         value = objective.value(m.metrics) if m.metrics and not m.stopped_early else None
-        return value, (m.failure.cls if m.failure is not None else "below_floor" if m.stopped_early else None)
+        failure = m.failure.cls if m.failure is not None else "below_floor" if m.stopped_early else None
+        _write(s, journal, key, [value, failure])
+        return value, failure
 
     def on_round(rnd: int, number: Hashable) -> None:
         on_event(ConfirmRound(round=rnd, rounds=rounds, trial=int(number)))
@@ -174,14 +196,39 @@ def confirm(
     }
     if s.confirm_search is not None:
         record["step_s"] = s.confirm_search.step_s
-        soaks = _soaks(s, runner, record, by_number, out_dir, stop)
+        soaks = _soaks(s, runner, record, by_number, out_dir, stop, journal)
         if soaks:
             record["soaks"] = soaks
     record["run_dir"] = str(out_dir)
     s.study.set_user_attr("confirmations", [*history, record])
     s.study.set_user_attr("confirmation", record)
+    s.study.set_user_attr(JOURNAL, None)  # finished: a later confirmation starts afresh
     on_event(Confirmed(record))
     return record
+
+
+def _journal(s: StudySetup, plan: dict[str, Any]) -> dict[str, Any]:
+    """The unfinished confirmation of this plan an earlier run left (its measurements by key), else a new one."""
+    journal = s.study.user_attrs.get(JOURNAL)
+    if isinstance(journal, dict) and journal.get("plan") == plan and isinstance(journal.get("done"), dict):
+        return journal
+    return {"plan": plan, "run_dir": None, "done": {}}
+
+
+def _write(s: StudySetup, journal: dict[str, Any], key: str, value: Any) -> None:
+    """One measurement into the journal, stored at once (what a stopped run leaves for the next)."""
+    journal["done"][key] = value
+    s.study.set_user_attr(JOURNAL, journal)
+
+
+def _fresh(run_dir: Path) -> Path:
+    """`run_dir`, with what an interrupted measurement left there moved aside (`NAME.interrupted-K`)."""
+    if run_dir.exists():
+        k = 1
+        while run_dir.with_name(f"{run_dir.name}.interrupted-{k}").exists():
+            k += 1
+        run_dir.rename(run_dir.with_name(f"{run_dir.name}.interrupted-{k}"))
+    return run_dir
 
 
 def in_turn(
@@ -266,13 +313,12 @@ def _soaks(
     by_number: dict[int, TrialSummary],
     out_dir: Path,
     stop: threading.Event,
+    journal: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """A capacity confirmation's last word, each a fresh launch of `--confirm-soak-seconds`: the winner
     soaked at its median confirmed capacity and, if that does not hold, one resolution lower
     (`CONFIRM_SOAK_TRIES`); then the baseline at the rate the winner held (else the lowest it tried).
     Sets `record["sustained"]`: the rate the winner held, or None."""
-    from servetune.runner import measure_soak
-
     seconds = s.options.confirm_soak_seconds
     winner = record["chosen_trial"]
     values = (
@@ -288,28 +334,43 @@ def _soaks(
     )
     out = []
     for number in dict.fromkeys([winner, record["baseline_trial"]]):
-        t = by_number[number]
-        tries = CONFIRM_SOAK_TRIES if number == winner else 1
-        m = measure_soak(
-            runner, s.resolve(t.layer, source=t.source), s.workload, s.latency_slos, rate=rate, seconds=seconds,
-            run_dir=out_dir / f"soak-trial-{number:04d}", search=s.confirm_search, tries=tries,
-            gpus=s.slots[0].gpus, stop=stop.is_set,
-        )  # fmt: skip
-        if stop.is_set():
-            raise KeyboardInterrupt
-        entry: dict[str, Any] = {"trial": number, "rate": rate, "seconds": seconds}
-        if m.soak is not None:
-            entry.update(rate=m.soak.rate, state=m.soak.state, why=m.soak.why, at_s=m.soak.at_s,
-                         latency_ms=m.soak.latency_ms)  # fmt: skip
-            if len(m.soaks) > 1:
-                entry["tried"] = [{"rate": x.rate, "state": x.state, "at_s": x.at_s} for x in m.soaks]
-        else:
-            entry.update(state="failed", why=m.failure.message if m.failure else "no result")
+        key = f"soak/{number}"
+        entry = journal["done"].get(key)
+        if entry is None:
+            entry = _soak(
+                s, runner, by_number[number], rate, out_dir, stop, tries=CONFIRM_SOAK_TRIES if number == winner else 1
+            )
+            _write(s, journal, key, entry)
         if number == winner:
-            record["sustained"] = m.soak.rate if m.soak is not None and m.soak.met else None
+            record["sustained"] = entry["rate"] if entry.get("state") == "met" else None
             rate = entry["rate"]  # the baseline meets the rate the winner held (or the lowest it tried)
         out.append(entry)
     return out
+
+
+def _soak(
+    s: StudySetup, runner: BaseRunner, t: TrialSummary, rate: float, out_dir: Path, stop: threading.Event, *, tries: int
+) -> dict[str, Any]:
+    """One config's soak (stepping down `tries` times at most) as the confirmation records it."""
+    from servetune.runner import measure_soak
+
+    seconds = s.options.confirm_soak_seconds
+    m = measure_soak(
+        runner, s.resolve(t.layer, source=t.source), s.workload, s.latency_slos, rate=rate, seconds=seconds,
+        run_dir=_fresh(out_dir / f"soak-trial-{t.number:04d}"), search=s.confirm_search, tries=tries,
+        gpus=s.slots[0].gpus, stop=stop.is_set,
+    )  # fmt: skip
+    if stop.is_set():
+        raise KeyboardInterrupt
+    entry: dict[str, Any] = {"trial": t.number, "rate": rate, "seconds": seconds}
+    if m.soak is not None:
+        entry.update(rate=m.soak.rate, state=m.soak.state, why=m.soak.why, at_s=m.soak.at_s,
+                     latency_ms=m.soak.latency_ms)  # fmt: skip
+        if len(m.soaks) > 1:
+            entry["tried"] = [{"rate": x.rate, "state": x.state, "at_s": x.at_s} for x in m.soaks]
+    else:
+        entry.update(state="failed", why=m.failure.message if m.failure else "no result")
+    return entry
 
 
 def _remeasure(

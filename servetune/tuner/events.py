@@ -18,6 +18,7 @@ from typing import Any, Union
 __all__ = [
     "BestSoFar",
     "BudgetSpent",
+    "ConfirmResumed",
     "ConfirmRound",
     "ConfirmSkipped",
     "Confirmed",
@@ -135,6 +136,14 @@ class ConfirmRound:
     round: int
     rounds: int
     trial: int
+
+
+@dataclass(frozen=True)
+class ConfirmResumed:
+    """A confirmation an earlier run left unfinished goes on: its measurements taken so far are reused."""
+
+    measured: int
+    run_dir: str
 
 
 @dataclass(frozen=True)

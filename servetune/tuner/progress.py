@@ -83,6 +83,11 @@ class TuneProgress:
         elif isinstance(event, ev.ModelFitted):
             for line in model_lines(event.record):
                 p.console.print(line)
+        elif isinstance(event, ev.ConfirmResumed):
+            p.console.print(
+                f"resuming the confirmation an earlier run left unfinished: {event.measured} measurement(s) "
+                f"kept ({event.run_dir})"
+            )
         elif isinstance(event, ev.ConfirmRound):
             p.console.print(f"re-measuring trial {event.trial} (round {event.round}/{event.rounds})")
         elif isinstance(event, ev.Confirmed):

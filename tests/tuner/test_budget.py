@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.study_model import SPACE, WORKLOAD
+from benchmarks.study_model import study_options
 from servetune.errors import SpecError
 from servetune.testing.simulated import standin_runner
-from servetune.tuner import TuneOptions, Tuner
+from servetune.tuner import Tuner
 from servetune.tuner._budget import parse_duration
 from servetune.tuner.events import BudgetSpent
 
@@ -27,16 +27,9 @@ def test_bad_durations_say_how_to_write_one(text):
 
 def _study(tmp_path, **kw):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "space.yaml").write_text(SPACE)
-    (tmp_path / "wl.yaml").write_text(WORKLOAD)
-    base = dict(
-        model="qwen2.5-vl-3b-instruct", gpu="h200", workload=str(tmp_path / "wl.yaml"),
-        space_file=str(tmp_path / "space.yaml"), objective="capacity", slos=("p99_ttft_ms<=500", "p99_tpot_ms<=3.5"),
-        start_rate=20.0, trials=8, seed=0, confirm_rounds=1, confirm_soak_seconds=0, run_dir=tmp_path / "study",
-        client="builtin", no_rules=True,
-    )  # fmt: skip
+    options = study_options(tmp_path, **{"trials": 8, "confirm_rounds": 1, **kw})
     events: list = []
-    tuner = Tuner(TuneOptions(**{**base, **kw}), runner=standin_runner(input_tokens=128, output_tokens=128, images=1),
+    tuner = Tuner(options, runner=standin_runner(input_tokens=128, output_tokens=128, images=1),
                   on_event=events.append)  # fmt: skip
     return tuner, tuner.run(), events
 

@@ -132,19 +132,12 @@ def test_a_study_on_the_stand_in_launches_the_probe_then_the_refits_seed(tmp_pat
     the baseline's prediction, so trial 2 (after the two baselines) is the probe at the top decile of the
     batch SGLang-style telemetry logged at the baseline's capacity; once it ran, the model is refitted on both
     searches and the refit's seed is the next trial. Each fit is announced as it happens."""
-    from benchmarks.study_model import SPACE, WORKLOAD
+    from benchmarks.study_model import study_options
     from servetune.testing.simulated import standin_runner
-    from servetune.tuner import TuneOptions, Tuner
+    from servetune.tuner import Tuner
     from servetune.tuner.events import ModelFitted
 
-    (tmp_path / "space.yaml").write_text(SPACE)
-    (tmp_path / "wl.yaml").write_text(WORKLOAD)
-    options = TuneOptions(
-        model="qwen2.5-vl-3b-instruct", gpu="h200", workload=str(tmp_path / "wl.yaml"),
-        space_file=str(tmp_path / "space.yaml"), objective="capacity", slos=("p99_ttft_ms<=500", "p99_tpot_ms<=3.5"),
-        start_rate=20.0, resolution=0.3, trials=4, seed=0, confirm_rounds=0, confirm_soak_seconds=0,
-        run_dir=tmp_path / "study", client="builtin", no_rules=True,
-    )  # fmt: skip
+    options = study_options(tmp_path, resolution=0.3, trials=4)
     events: list = []
     tuner = Tuner(options, runner=standin_runner(input_tokens=128, output_tokens=128, images=1), on_event=events.append)
     tuner.run()

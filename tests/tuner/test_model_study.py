@@ -13,21 +13,15 @@ from __future__ import annotations
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.study_model import SPACE, WORKLOAD  # one space and workload for the test and the benchmark
+from benchmarks.study_model import study_options  # one study for the test and the benchmark
 from servetune.testing.simulated import standin_runner
-from servetune.tuner import TuneOptions, Tuner
+from servetune.tuner import Tuner
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("model-study")
-    (tmp / "space.yaml").write_text(SPACE)
-    (tmp / "wl.yaml").write_text(WORKLOAD)
-    options = TuneOptions(
-        model="qwen2.5-vl-3b-instruct", gpu="h200", workload=str(tmp / "wl.yaml"), space_file=str(tmp / "space.yaml"),
-        objective="capacity", slos=("p99_ttft_ms<=500", "p99_tpot_ms<=3.5"), start_rate=20.0, trials=10, seed=0,
-        confirm_rounds=0, confirm_soak_seconds=0, run_dir=tmp / "study", client="builtin", no_rules=True,
-    )  # fmt: skip
+    options = study_options(tmp)
     tuner = Tuner(options, runner=standin_runner(input_tokens=128, output_tokens=128, images=1))
     result = tuner.run()
     trials = sorted(tuner.study.get_trials(deepcopy=False), key=lambda t: t.number)

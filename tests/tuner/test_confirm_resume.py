@@ -1,0 +1,71 @@
+"""A capacity confirmation outlives one process: each measurement is written to the study as it ends, and a
+run stopped part-way (Ctrl-C between or inside its measurements) goes on where it stopped when run again
+with the same study. On the stand-in's landscape in simulated time (`testing.simulated.standin_runner`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.study_model import study_options
+from servetune.testing.simulated import standin_runner
+from servetune.tuner import Tuner
+from servetune.tuner.events import ConfirmResumed, ConfirmRound
+
+
+def _tuner(tmp_path: Path, on_event) -> tuple[Tuner, object]:
+    options = study_options(tmp_path, trials=3, confirm_rounds=2, confirm_soak_seconds=40, confirm_step_seconds=40,
+                            study="resume")  # fmt: skip
+    runner = standin_runner(input_tokens=128, output_tokens=128, images=1)
+    return Tuner(options, runner=runner, on_event=on_event), runner
+
+
+def _launches(runner, confirm_dir: Path) -> list[str]:
+    """The confirmation's launches the runner served (a search's steps and a soak sit under one launch)."""
+    out = []
+    for call in runner.calls:
+        parts = call.run_dir.relative_to(confirm_dir).parts if call.run_dir.is_relative_to(confirm_dir) else ()
+        if parts and parts[0] not in out:
+            out.append(parts[0])
+    return out
+
+
+def test_a_confirmation_stopped_part_way_goes_on_where_it_stopped(tmp_path):
+    rounds: list[ConfirmRound] = []
+    holder: dict = {}
+
+    def stop_at_the_third_measurement(event):
+        if isinstance(event, ConfirmRound):
+            rounds.append(event)
+            if len(rounds) == 3:  # baseline r1, finalist r1 measured; stop before the baseline's round 2
+                holder["tuner"].stop()
+
+    tuner, runner = _tuner(tmp_path, stop_at_the_third_measurement)
+    holder["tuner"] = tuner
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run()
+    confirm_dir = tmp_path / "study" / "confirm"
+    first = _launches(runner, confirm_dir)
+    journal = tuner.study.user_attrs["confirm_journal"]
+    assert sorted(journal["done"]) == sorted(
+        f"{n}/1" for n in [journal["plan"]["baseline"], *journal["plan"]["finalists"][:1]]
+    )
+    assert journal["run_dir"] == str(confirm_dir) and "confirmation" not in tuner.study.user_attrs
+
+    events: list = []
+    again, runner2 = _tuner(tmp_path, events.append)
+    result = again.run()
+    (resumed,) = [e for e in events if isinstance(e, ConfirmResumed)]
+    assert resumed.measured == 2 and resumed.run_dir == str(confirm_dir)
+    second = _launches(runner2, confirm_dir)
+    assert not any(name.startswith("r1-") for name in second)  # round 1 was kept, not measured again
+    assert {n for n in second if n.startswith("r2-")} == {
+        f"r2-trial-{n:04d}" for n in [journal["plan"]["baseline"], journal["plan"]["finalists"][0]]
+    }
+    record = again.study.user_attrs["confirmation"]
+    base_r1 = journal["done"][f"{journal['plan']['baseline']}/1"][0]
+    assert record["baseline_values"][0] == pytest.approx(base_r1) and len(record["baseline_values"]) == 2
+    assert record["run_dir"] == str(confirm_dir) and record["soaks"]
+    assert again.study.user_attrs["confirm_journal"] is None  # finished: a later confirmation starts afresh
+    assert result.confirmation is not None and all(n.startswith(("r1-", "r2-", "soak-")) for n in first + second)
