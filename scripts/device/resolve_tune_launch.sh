@@ -7,7 +7,11 @@
 #                                   (TUNE_FRESH=1: a new study; TUNE_REQUESTS=N: requests per trial; TUNE_LOCAL=N: --local-trials N;
 #                                   TUNE_OBJECTIVE=capacity with TUNE_SPACE=scripts/device/space-0.5.17-capacity.yaml: capacity at
 #                                   TUNE_SLO_TTFT / TUNE_SLO_TPOT (default p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms), backends searched
-#                                   over the lean-bundle-0.5.17.yaml preset; TUNE_SEARCH: the capacity search's options)
+#                                   over the lean-bundle-0.5.17.yaml preset; TUNE_SEARCH: the capacity search's options;
+#                                   TUNE_BUDGET=480s: --budget, launch no trial the call cannot finish; TUNE_SOAK=300:
+#                                   --confirm-soak-seconds; TUNE_NO_RULES=1: one baseline, SGLang's defaults)
+#                                   A study longer than one call (issue 20's): copy tune/study.db from the call's files into
+#                                   .sgl/tune/ before the next call; a confirmation cut by the call's end resumes where it stopped.
 #                         launch8b  servetune launch of the resolved Qwen3-VL-8B + servetune bench --cross-check on it
 # Back in $OUT: run.log, resolve.tar, tune.tar.xz (study.db, tune.json, best.yaml, trial dirs), launch8b.tar.xz, cache.tar.xz
 BUDGET_S=${BUDGET_S:-560}
@@ -54,7 +58,8 @@ step_tune() {
   timeout -s INT -k 40 $lim $ST tune --model "$M3" --hardware "$HW" --sglang-version 0.5.17 --workload single-image-stream \
     "${pins[@]}" "${objective[@]}" --space "${TUNE_SPACE:-scripts/device/space-0.5.17.yaml}" --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \
     --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream --run-dir $T \
-    --startup-timeout 300 --seed ${TUNE_SEED:-0} ${TUNE_REQUESTS:+--requests $TUNE_REQUESTS} ${TUNE_LOCAL:+--local-trials $TUNE_LOCAL} --out $T/best.yaml --json > $T/tune-${TUNE_TAG:-a}.json 2> $T/tune-${TUNE_TAG:-a}.err
+    --startup-timeout 300 --seed ${TUNE_SEED:-0} ${TUNE_REQUESTS:+--requests $TUNE_REQUESTS} ${TUNE_LOCAL:+--local-trials $TUNE_LOCAL} \
+    ${TUNE_BUDGET:+--budget $TUNE_BUDGET} ${TUNE_SOAK:+--confirm-soak-seconds $TUNE_SOAK} ${TUNE_NO_RULES:+--no-rules} --out $T/best.yaml --json > $T/tune-${TUNE_TAG:-a}.json 2> $T/tune-${TUNE_TAG:-a}.err
   stamp "tune rc=$?"; cat $T/tune-${TUNE_TAG:-a}.err | tail -30
   $ST tune report --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream > $T/report-${TUNE_TAG:-a}.txt 2>&1 || true
   tar cf - -C /tmp/sgl tune | xz -6 -T0 > "$OUT/tune.tar.xz"
