@@ -27,7 +27,19 @@ on the H200 its ratio to the running batch read 0.15-190 ms per token within one
 prefill time in the interval), while per-request TPOT is exact.
 
 **What is predicted**, at a rate `lam`, a running limit `L` (capped by the KV pool, from token
-usage) and a graph size `G`:
+usage) and a graph size `G`, where prefill holds decode (`exclusive`, SGLang's default): SGLang's
+scheduler is simulated with the fitted costs (`ServerModel.simulated`): Poisson arrivals; while a request
+waits and a running slot is free a prefill batch runs (s per request, decode held), else one decode step
+of a + b B (+ e past the graph) gives every running request a token; each request's TPOT adds a draw of
+the fit's residual, its TTFT the host's share of a no-queue TTFT. The capacity is the highest rate whose
+simulated p99.5 TPOT and TTFT meet the SLO (`CERTIFIED_SHARE`). A burst's prefills pile into an
+unbounded batch and stall its decode, which lengthens every life in it and lets more arrivals in; a
+running limit holds them in the queue instead (TTFT for TPOT). On the H200 this cascade is what a
+running limit buys: fitted on SGLang's defaults alone, the simulation reads their certified capacity
+within 1% and a limit of 48 (never launched in that search) within 6%, where the closed form below saw no
+gain at all (docs/tuning.md).
+
+The closed form (`point`; used where prefill mixes into decode steps, `mixed`):
 
 - the mean batch by Little's law, B = lam * (t0 + (n - 1) * TPOT(B)), at most L;
 - p99 TPOT: B and the prefills during one life at their 99th percentile under Poisson arrivals
@@ -59,7 +71,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 if TYPE_CHECKING:
     from servetune.bench.schema import RequestRecord
@@ -81,6 +93,17 @@ STALLS = {"exclusive": (0, 1, 2, 3), **{f"mixed_{f:g}": (0, 1, 2, 4 + i) for i, 
 """The prefill-stall models and their regressors (the fit keeps the one that explains most)."""
 MIN_REQUESTS = 20
 """Requests a step needs to enter the fit."""
+SIM_ARRIVALS = 2000
+"""Arrivals per seed of one simulated rate (`ServerModel.simulated`) ..."""
+SIM_WARMUP = 200
+"""... the first ones not read (the batch fills) ..."""
+SIM_SEEDS = (1, 2)
+"""... and the seeds pooled: 3600 requests read, so a p99.5 rests on 18 over it."""
+SIM_NO_GRAPH = 1 << 30
+"""A graph no batch outgrows (the eager cost unknown, or no graph size given)."""
+PREFILL_BATCH = 6
+"""Requests one simulated prefill batch takes at most: SGLang's default 8192-token chunk holds about six
+720p-image prompts of ~1300 tokens (on the H200 fit the capacities moved under 3% from 1 to 16)."""
 FINISHED_SHARE = 0.9
 """Steps whose p99 TPOT the spread is fitted on finished this share of their arrivals: on the H200 the
 defaults' steps stopped early as missed (62-80% finished) read p99 TPOT 12.2 ms at 17.79 req/s and 21.5 at
@@ -451,6 +474,8 @@ class ServerModel(BaseModel):
     """... and the spread it leaves, per request (RMS residual, ms): requests at one batch and prefill
     rate still differ (the tail adds its quantile of it)."""
 
+    _memo: dict[tuple, float] = PrivateAttr(default_factory=dict)
+
     @classmethod
     def fit(
         cls,
@@ -610,20 +635,102 @@ class ServerModel(BaseModel):
                     return False
         return True
 
+    def simulated(
+        self, rate: float, running_limit: int | None, graph_bs: int | None, *, tail: float = 0.01
+    ) -> ModelPoint:
+        """The model at `rate` by simulating SGLang's scheduler with the fitted costs (exclusive stall):
+        Poisson arrivals (`SIM_ARRIVALS` per seed, the first `SIM_WARMUP` not read, `SIM_SEEDS` pooled, the
+        same draws at every rate); while a request waits and a running slot is free a prefill batch runs
+        (up to `PREFILL_BATCH` requests, `prefill_ms` each, decode held meanwhile), else one decode step of
+        `base_ms + per_running_ms * B` (+ `eager_ms` past the graph) gives every running request a token.
+        A burst's prefills pile into the batch and stall its decode, and a running limit holds them in
+        the queue instead: the cascade a Poisson spread of prefills per life does not hold. Each request's
+        TPOT adds a normal draw of the fit's residual (`residual_ms`: what its batch and prefills do not
+        explain); TTFT adds the host's share of a no-queue TTFT (`ttft_ms - prefill_ms`); percentiles at
+        `tail`."""
+        import heapq
+        import random
+
+        limit = max(1, int(self.limit(running_limit)))
+        n1 = max(1, round(self.out_tokens - 1.0))
+        step_s, grow_s, prefill_s = self.base_ms / 1000.0, self.per_running_ms / 1000.0, self.prefill_ms / 1000.0
+        graph = graph_bs if graph_bs is not None and self.eager_ms else SIM_NO_GRAPH
+        eager_s = (self.eager_ms or 0.0) / 1000.0
+        host_ms = max(0.0, self.ttft_ms - self.prefill_ms)
+        ttfts: list[float] = []
+        tpots: list[float] = []
+        waits: list[float] = []
+        area = span = 0.0
+        for seed in SIM_SEEDS:
+            rng = random.Random(seed)
+            arrivals, t = [], 0.0
+            for _ in range(SIM_ARRIVALS):
+                t += rng.expovariate(1.0) / rate
+                arrivals.append(t)
+            first = [0.0] * SIM_ARRIVALS
+            admit = [0.0] * SIM_ARRIVALS
+            end = [0.0] * SIM_ARRIVALS
+            finishing: list[tuple[int, int]] = []  # (decode step it ends at, request)
+            t, step, head, came = 0.0, 0, 0, 0
+            while True:
+                came = bisect.bisect_right(arrivals, t, came)
+                running = len(finishing)
+                if head < came and running < limit:
+                    k = min(came - head, limit - running, PREFILL_BATCH)
+                    for j in range(head, head + k):
+                        admit[j] = t
+                    t += prefill_s * k
+                    for j in range(head, head + k):
+                        first[j] = t
+                        heapq.heappush(finishing, (step + n1, j))
+                    head += k
+                elif running:
+                    dt = step_s + grow_s * running + (eager_s if running > graph else 0.0)
+                    t += dt
+                    area += running * dt
+                    step += 1
+                    while finishing and finishing[0][0] <= step:
+                        end[heapq.heappop(finishing)[1]] = t
+                elif came < SIM_ARRIVALS:
+                    t = arrivals[came]
+                else:
+                    break
+            span += t
+            for j in range(SIM_WARMUP, SIM_ARRIVALS):
+                ttfts.append((first[j] - arrivals[j]) * 1000.0 + host_ms)
+                tpots.append(max(0.0, (end[j] - first[j]) / n1 * 1000.0 + rng.gauss(0.0, self.residual_ms)))
+                waits.append((admit[j] - arrivals[j]) * 1000.0)
+        q = 1.0 - tail
+        return ModelPoint(
+            rate=rate, batch=area / span if span > 0 else 0.0, tpot_p99_ms=_quantile(tpots, q),
+            ttft_p99_ms=_quantile(ttfts, q), wait_p99_ms=_quantile(waits, q), stable=True,
+        )  # fmt: skip
+
     def capacity(
         self, slos: Sequence[LatencySlo], running_limit: int | None = None, graph_bs: int | None = None
     ) -> float:
         """The highest rate (req/s) at which the model meets every SLO with the margin a certified step
-        needs (`CERTIFIED_SHARE` of the strictest percentile's tail), by bisection to 0.5%."""
+        needs (`CERTIFIED_SHARE` of the strictest percentile's tail), by bisection to 0.5%: simulated where
+        prefill holds decode (`simulated`), else by the closed form (`point`)."""
         graph = graph_bs if graph_bs is not None else self.graph_bs
+        limit = self.limit(running_limit)
+        if graph is not None and (not self.eager_ms or graph >= limit):
+            graph = None  # a graph the batch never outgrows, or one whose cost is unknown: the same prediction
+        key = (tuple(str(s) for s in slos), limit, graph)
+        if key not in self._memo:
+            self._memo[key] = self._capacity(slos, running_limit, graph)
+        return self._memo[key]
+
+    def _capacity(self, slos: Sequence[LatencySlo], running_limit: int | None, graph: int | None) -> float:
         tail = min([(1.0 - s.quantile) * CERTIFIED_SHARE for s in slos if s.quantile is not None] or [0.5])
+        at = self.simulated if self.stall == "exclusive" else self.point
         lo, hi = 0.0, max(self.throughput_max, 1.0) * 4.0
-        if not self.meets(self.point(hi * 1e-3, running_limit, graph, tail=tail), slos):
+        if not self.meets(at(hi * 1e-3, running_limit, graph, tail=tail), slos):
             return 0.0
         lo = hi * 1e-3
         while hi / lo - 1.0 > 0.005:
             mid = math.sqrt(lo * hi)
-            if self.meets(self.point(mid, running_limit, graph, tail=tail), slos):
+            if self.meets(at(mid, running_limit, graph, tail=tail), slos):
                 lo = mid
             else:
                 hi = mid
@@ -632,6 +739,11 @@ class ServerModel(BaseModel):
     def summary(self) -> dict[str, Any]:
         """The fitted figures, rounded, as a study stores and `tune report` prints them."""
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.model_dump().items()}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    values.sort()
+    return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
 def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
