@@ -228,7 +228,11 @@ def seed(
         return None
     best_cap, _, best = ranked[0]
     fields = [f for f in (running, graph) if f]
-    runners = [{"capacity": round(c, 4), **{f: v.get(f) for f in fields}} for c, _, v in ranked[1:6]]
+    runners, seen = [], {round(best_cap, 4)}
+    for c, _, v in ranked[1:]:  # configs the model cannot tell apart (a graph it never outgrows) shown once
+        if round(c, 4) not in seen and len(runners) < 5:
+            seen.add(round(c, 4))
+            runners.append({"capacity": round(c, 4), **{f: v.get(f) for f in fields}})
     return best, best_cap, runners
 
 
@@ -327,17 +331,14 @@ def _enqueue_seed(setup: StudySetup, record: dict[str, Any], found, best, narrow
     values, capacity, runners = found
     changed = {k: v for k, v in values.items() if k in (running, graph)}
     record["seed"] = {"values": changed, "predicted": round(capacity, 4), "runners_up": runners}
-    record.pop("note", None)
+    if "probe" not in record:
+        record.pop("note", None)  # a refit's seed keeps the note that made the probe
     setup.study.set_user_attr(STUDY_ATTR, record)
     auto = sorted(n for n in best.user_attrs.get("auto") or [] if n not in changed)
     full = {k: v for k, v in values.items() if k in narrowed.params}
     setup.study.enqueue_trial(
         encode_params(narrowed, full), user_attrs={"source": "model", "auto": auto, "model_of": best.number}
     )
-
-
-PROBE_QUANTILE = 0.9
-"""The probe's running limit: the 90th percentile of the running batch SGLang logged at the baseline's capacity."""
 
 
 def probe(
