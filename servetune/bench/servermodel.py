@@ -651,6 +651,8 @@ class ServerModel(BaseModel):
         import heapq
         import random
 
+        from servetune.bench.stats import percentile
+
         limit = max(1, int(self.limit(running_limit)))
         n1 = max(1, round(self.out_tokens - 1.0))
         step_s, grow_s, prefill_s = self.base_ms / 1000.0, self.per_running_ms / 1000.0, self.prefill_ms / 1000.0
@@ -700,10 +702,10 @@ class ServerModel(BaseModel):
                 ttfts.append((first[j] - arrivals[j]) * 1000.0 + host_ms)
                 tpots.append(max(0.0, (end[j] - first[j]) / n1 * 1000.0 + rng.gauss(0.0, self.residual_ms)))
                 waits.append((admit[j] - arrivals[j]) * 1000.0)
-        q = 1.0 - tail
+        q = 100.0 * (1.0 - tail)
         return ModelPoint(
-            rate=rate, batch=area / span if span > 0 else 0.0, tpot_p99_ms=_quantile(tpots, q),
-            ttft_p99_ms=_quantile(ttfts, q), wait_p99_ms=_quantile(waits, q), stable=True,
+            rate=rate, batch=area / span if span > 0 else 0.0, tpot_p99_ms=percentile(sorted(tpots), q),
+            ttft_p99_ms=percentile(sorted(ttfts), q), wait_p99_ms=percentile(sorted(waits), q), stable=True,
         )  # fmt: skip
 
     def capacity(
@@ -739,11 +741,6 @@ class ServerModel(BaseModel):
     def summary(self) -> dict[str, Any]:
         """The fitted figures, rounded, as a study stores and `tune report` prints them."""
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.model_dump().items()}
-
-
-def _quantile(values: list[float], q: float) -> float:
-    values.sort()
-    return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
 def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:

@@ -291,11 +291,11 @@ def update(setup: StudySetup, trials: list) -> dict[str, Any] | None:
     record["evidence"] = evidence(space, model)
     running, graph = field_of(space.params, RUNNING), field_of(space.params, GRAPH)
     baseline = _baseline_values(best, space)
-    record["baseline_predicted"] = round(predict(model, slos, baseline, running, graph), 4)
+    own = predict(model, slos, baseline, running, graph)
+    record["baseline_predicted"] = round(own, 4)
     record["baseline_measured"] = best.values[0]
     narrowed = search_space(space, record)
     found = seed(model, slos, narrowed, baseline)
-    own = predict(model, slos, baseline, running, graph)
     resolved = found is not None and found[1] >= own * (1.0 + setup.options.resolution)
     probed = None if resolved else probe(model, narrowed, steps, best.values[0])
     if probed is None and found is not None:
@@ -309,11 +309,7 @@ def update(setup: StudySetup, trials: list) -> dict[str, Any] | None:
     if probed is not None:
         values, why = probed
         record["probe"] = {"values": values, "why": why}
-        auto = sorted(n for n in best.user_attrs.get("auto") or [] if n not in values)
-        full = {k: v for k, v in {**baseline, **values}.items() if k in narrowed.params}
-        setup.study.enqueue_trial(
-            encode_params(narrowed, full), user_attrs={"source": "probe", "auto": auto, "model_of": best.number}
-        )
+        _enqueue(setup, narrowed, {**baseline, **values}, values, best, "probe")
     setup.study.set_user_attr(STUDY_ATTR, record)
     return record
 
@@ -334,10 +330,17 @@ def _enqueue_seed(setup: StudySetup, record: dict[str, Any], found, best, narrow
     if "probe" not in record:
         record.pop("note", None)  # a refit's seed keeps the note that made the probe
     setup.study.set_user_attr(STUDY_ATTR, record)
+    _enqueue(setup, narrowed, values, changed, best, "model")
+
+
+def _enqueue(setup: StudySetup, narrowed: ResolvedSpace, values: Mapping[str, Any], changed: Mapping[str, Any],
+             best, source: str) -> None:  # fmt: skip
+    """Enqueue `values` (the baseline's with `changed` replaced) as a trial of `source`: the baseline's
+    fields left to SGLang stay so, but for those it changes."""
     auto = sorted(n for n in best.user_attrs.get("auto") or [] if n not in changed)
     full = {k: v for k, v in values.items() if k in narrowed.params}
     setup.study.enqueue_trial(
-        encode_params(narrowed, full), user_attrs={"source": "model", "auto": auto, "model_of": best.number}
+        encode_params(narrowed, full), user_attrs={"source": source, "auto": auto, "model_of": best.number}
     )
 
 
