@@ -145,10 +145,18 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "COLUMNS": "200", "SERVETUNE_RUNS_DIR": str(tmp_path / "runs")}
 
 
-def _run(argv: list[str], tmp_path: Path, *, cwd: Path | None, timeout: float) -> subprocess.CompletedProcess:
+def _run(
+    argv: list[str], tmp_path: Path, *, cwd: Path | None, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run `argv`, stdout and stderr merged in the order they were written (as a terminal shows them)."""
     return subprocess.run(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=_env(tmp_path), timeout=timeout
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=cwd,
+        env={**_env(tmp_path), **(env or {})},
+        timeout=timeout,
     )
 
 
@@ -294,7 +302,11 @@ def test_the_capacity_example(tmp_path):
 def test_the_tune_example(tmp_path):
     """The 8-trial study: trial lines, the confirmation, best, set, baseline and the ratio, in order."""
     example = _example("servetune tune --model qwen3-vl-8b-instruct")
-    out = _run(_argv(example, {}), tmp_path, cwd=tmp_path, timeout=600)
+    # The stand-in's clock at half speed: at its default pace the best configs serve 55-70 req/s, and on a
+    # busy 2-core CI box its threads and the client then run out of CPU, so every config reads about 40 and
+    # no finalist survives the confirmation (seen in CI: rules 41.1, the README's winner 37.8). At half
+    # speed the landscape, not the CPU, decides; the README's shape (labels, not figures) is what is compared.
+    out = _run(_argv(example, {}), tmp_path, cwd=tmp_path, timeout=600, env={"SERVETUNE_STANDIN_TIME_SCALE": "0.5"})
     assert out.returncode == 0, out.stdout
     assert_same_shape(example, out.stdout, "label")
     assert (tmp_path / "best.yaml").is_file()
