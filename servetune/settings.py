@@ -104,6 +104,15 @@ class CapacityOptions:
             "433 judged requests with none over (685 with one, 882 with two), at 99% after 622; p90 at 95% after 41.",
         ),
     ] = 0.95  # fmt: skip
+    cluster_seconds: Annotated[
+        float,
+        opt(
+            "--cluster-seconds", min=0.0, panel=CAPACITY_PANEL,
+            help="Requests over a bound that arrived within the same span of this many seconds count as one burst: "
+            "a percentile verdict divides its counts by their design effect, so one stall does not decide a step "
+            "alone. 0: every request counted as independent.",
+        ),
+    ] = 5.0  # fmt: skip
     step_warmup_seconds: Annotated[
         float,
         opt(

@@ -10,6 +10,9 @@ Ville's inequality it exceeds `1 / (1 - confidence)` with probability at most `1
 *however often it is looked at*. A step may therefore look after every completion and stop at the
 first decision, in either direction, without the error inflation of re-testing a fixed-sample
 p-value. The price is a larger sample than one fixed-length test needs: `min_judged` gives it.
+The test counts independent draws; where requests over a bound come in bursts (a batching server
+stalls all its running requests at once), `cluster_effect` gives the factor to divide both counts
+by (the test accepts such effective counts).
 
 **Backlog.** `trend` fits a least-squares line to a series of time bins and gives its slope with a
 Newey-West (HAC) standard error, so that neighbouring bins, which share queue state, are not counted
@@ -19,7 +22,7 @@ as independent observations; the one-sided bounds use Student's t on the bins.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -28,6 +31,7 @@ from typing import Literal
 __all__ = [
     "SequentialBinomial",
     "Trend",
+    "cluster_effect",
     "design_effect",
     "max_missed",
     "mean_se",
@@ -78,7 +82,7 @@ class SequentialBinomial:
         """The log evidence a decision needs: log(1 / (1 - confidence))."""
         return -math.log1p(-self.confidence)
 
-    def _log_ratio(self, n: int, over: int, p: float) -> float:
+    def _log_ratio(self, n: float, over: float, p: float) -> float:
         a = self.allowed
         if p <= 0.0:
             return -math.inf if over else -n * math.log1p(-a)
@@ -95,7 +99,7 @@ class SequentialBinomial:
             return [a * MISS_SPAN ** (j / GRID) for j in range(1, GRID + 1)]
         return [a + (1.0 - a) * j / (GRID + 1) for j in range(1, GRID + 1)]
 
-    def evidence(self, n: int, over: int) -> tuple[float, float]:
+    def evidence(self, n: float, over: float) -> tuple[float, float]:
         """(log evidence for `met`, log evidence for `missed`) after `n` judged with `over` over."""
         if n <= 0:
             return 0.0, 0.0
@@ -103,13 +107,18 @@ class SequentialBinomial:
         missed = _log_mean_exp([self._log_ratio(n, over, p) for p in self._missed_grid()])
         return met, missed
 
-    def decide(self, n: int, over: int) -> Decision | None:
+    def decide(self, n: float, over: float) -> Decision | None:
         """`met`, `missed`, or None (keep sending) after `n` judged requests with `over` over the bound.
 
         At a fixed `over` the evidence for met grows with `n` and the evidence for missed shrinks, so
-        each is a threshold on `n` (`min_judged`, `max_missed`), computed once per count."""
+        each is a threshold on `n` (`min_judged`, `max_missed`), computed once per count. Effective
+        counts (`cluster_effect`: not whole numbers) are decided on their evidence directly."""
         if n <= 0:
             return None
+        if not (float(n).is_integer() and float(over).is_integer()):
+            met, missed = self.evidence(n, over)
+            return "met" if met >= self.threshold else "missed" if missed >= self.threshold else None
+        n, over = int(n), int(over)
         met_from = min_judged(self.allowed, self.confidence, over)
         if met_from is not None and n >= met_from:
             return "met"
@@ -119,15 +128,16 @@ class SequentialBinomial:
 
 
 @lru_cache(maxsize=4096)
-def min_judged(allowed: float, confidence: float, over: int = 0, limit: int = 1_000_000) -> int | None:
+def min_judged(allowed: float, confidence: float, over: float = 0, limit: int = 1_000_000) -> int | None:
     """The fewest judged requests with `over` of them over the bound that `SequentialBinomial`
-    calls met (p99 at 95%: 433 with none over, 685 with one); None beyond `limit`."""
+    calls met (p99 at 95%: 433 with none over, 685 with one); None beyond `limit`. `over` may be an
+    effective count (`cluster_effect`)."""
     test = SequentialBinomial(allowed, confidence)
 
     def met(n: int) -> bool:
         return test.evidence(n, over)[0] >= test.threshold
 
-    lo, hi = over + 1, over + 1
+    lo = hi = math.floor(over) + 1
     while not met(hi):  # the evidence for met grows with n at fixed `over`
         lo, hi = hi, hi * 2
         if hi > limit:
@@ -185,6 +195,25 @@ def design_effect(values: Sequence[float], *, cutoff: float = 0.05) -> float | N
             break
         total += rho
     return max(1.0, 1.0 + 2.0 * total)
+
+
+def cluster_effect(clusters: Iterable[tuple[int, int]]) -> float:
+    """The design effect of a share counted over clusters: how many samples carry the information of
+    one, when samples over a bound come in bursts. `clusters`: (samples, over) of each, e.g. the
+    requests that arrived in one span of a few seconds. The share's variance between clusters (the
+    ratio estimator's, k/(k-1) sum (over_c - share n_c)^2 / n^2) over the binomial one, share (1 -
+    share) / n; at least 1, and 1 with nothing over or fewer than two clusters (Kish's design effect;
+    Korn and Graubard's effective sample size is n over it). A burst of b overs in one cluster among
+    independent samples reads about b: the burst is one piece of evidence, not b."""
+    counts = [(n, x) for n, x in clusters if n > 0]
+    total = sum(n for n, _ in counts)
+    over = sum(x for _, x in counts)
+    k = len(counts)
+    if k < 2 or over <= 0 or over >= total:
+        return 1.0
+    share = over / total
+    between = k / (k - 1) * math.fsum((x - share * n) ** 2 for n, x in counts) / total**2
+    return max(1.0, between / (share * (1.0 - share) / total))
 
 
 def t_quantile(p: float, dof: float) -> float:

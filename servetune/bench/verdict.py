@@ -11,6 +11,8 @@ complete, whether it may stop. Its parts:
   `confidence`, valid however often it is looked at). A request whose latency already exceeds a bound
   while in flight counts as over at once; a failed request is over every bound. ITL counts gaps.
   TTFT and E2E run from the scheduled arrival, so a client that falls behind cannot hide a queue.
+  The count is also kept per arrival span of `cluster_s`, and the test decides on the counts divided
+  by their cluster effect (`stats.cluster_effect`): a burst of overs is one piece of evidence.
   A mean SLO is judged by its confidence interval over time bins.
 - **Backlog.** A server that falls behind can hold its latencies for a while. Requests in flight
   (from their scheduled arrival) are averaged over time bins of `bin_s`; their trend's slope, with a
@@ -41,7 +43,15 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from servetune.bench.slo import LatencySlo, request_latency_ms, statistic
-from servetune.bench.stats import SequentialBinomial, design_effect, mean_se, min_judged, t_quantile, trend
+from servetune.bench.stats import (
+    SequentialBinomial,
+    cluster_effect,
+    design_effect,
+    mean_se,
+    min_judged,
+    t_quantile,
+    trend,
+)
 from servetune.bench.windows import client_pace
 
 if TYPE_CHECKING:
@@ -78,6 +88,10 @@ class StepRules:
     median scheduling delay at 2 s)."""
     max_failed: float = 0.01
     """Largest share of failed requests in a met step."""
+    cluster_s: float = 5.0
+    """Width of the arrival spans a percentile SLO's count is clustered by (s; `--cluster-seconds`):
+    requests over a bound in one burst count as one piece of evidence (`stats.cluster_effect`), so the
+    stated confidence holds per step, not per request; 0: every request independent."""
     bin_s: float = 1.0
     """Width of the backlog test's time bins (s); wider at low rates, so a bin holds 3 arrivals."""
     backlog_s: float = 30.0
@@ -123,11 +137,15 @@ class SloCheck(BaseModel):
     """Judged samples a percentile SLO needs to be met with as many over as now."""
     reachable: int | None = None
     """Samples the step can judge by its end at this pace: below `needed`, it can no longer be met."""
+    cluster_effect: float = 1.0
+    """How many judged samples the test counted as one: the design effect of the over-bound count
+    over arrival spans of `StepRules.cluster_s` (`stats.cluster_effect`; 1 with nothing over). The
+    decision is on `judged` and `over` divided by it."""
     design_effect: float | None = None
-    """At the step's decision: how many judged requests carry the information of one independent
-    request (`stats.design_effect` of their log latencies in arrival order; None for ITL, whose
-    samples are gaps, and while open). The decision's confidence is per request; `judged` over this
-    is the sample's effective size."""
+    """At the step's decision: how alike neighbouring requests' latencies were (`stats.design_effect`
+    of their log latencies in arrival order; None for ITL, whose samples are gaps, and while open).
+    Reported, not used: the latency level moves with the batch at every rate; what the test needs is
+    how the overs cluster (`cluster_effect`)."""
 
     @property
     def futile(self) -> bool:
@@ -369,7 +387,11 @@ class StepJudge:
     def _check(self, slo: LatencySlo, judged: Sequence[RequestRecord], now: float, remaining: float) -> SloCheck:
         """One SLO's count and decision; `remaining`: arrivals still to come before the step's end."""
         prefix = self._prefix[slo]
-        prefix.advance(judged, lambda r: _outcome(r, slo, now))
+        width = self.rules.cluster_s
+        t0 = judged[0].arrival if judged else 0.0
+        prefix.advance(
+            judged, lambda r: _outcome(r, slo, now), lambda r: int((r.arrival - t0) // width) if width else 0
+        )
         n, over = prefix.n, prefix.over
         value = statistic(prefix.values, slo.stat)
         test = self._tests.get(slo)
@@ -378,10 +400,13 @@ class StepJudge:
                 slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms,
                 decision=self._mean_decision(slo, judged, now),
             )  # fmt: skip
+        effect = cluster_effect(prefix.clusters.values()) if width > 0 else 1.0
         per_request = n / prefix.cursor if prefix.cursor else 1.0
+        need = min_judged(test.allowed, test.confidence, over / effect)
         return SloCheck(
-            slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms, decision=test.decide(n, over),
-            needed=min_judged(test.allowed, test.confidence, over),
+            slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms,
+            decision=test.decide(n / effect, over / effect), cluster_effect=round(effect, 2),
+            needed=math.ceil(need * effect) if need is not None else None,
             reachable=int(n + per_request * (len(judged) - prefix.cursor + remaining)),
         )  # fmt: skip
 
@@ -551,8 +576,10 @@ class _Prefix:
         self.values: list[float] = []
         self.pairs: list[tuple[float, float]] = []
         """(arrival, value) of the requests with one value (the delay trend's points)."""
+        self.clusters: dict[int, tuple[int, int]] = {}
+        """(samples, over) per arrival span (`StepRules.cluster_s`)."""
 
-    def advance(self, judged: Sequence[RequestRecord], outcome) -> None:
+    def advance(self, judged: Sequence[RequestRecord], outcome, cluster=None) -> None:
         while self.cursor < len(judged):
             r = judged[self.cursor]
             got = outcome(r)
@@ -561,6 +588,10 @@ class _Prefix:
             k, bad, vals = got
             self.n += k
             self.over += bad
+            if cluster is not None:
+                c = cluster(r)
+                had = self.clusters.get(c, (0, 0))
+                self.clusters[c] = (had[0] + k, had[1] + bad)
             self.values += vals
             if len(vals) == 1:
                 self.pairs.append((r.arrival, vals[0]))

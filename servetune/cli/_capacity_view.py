@@ -107,6 +107,12 @@ def cost_line(cap: Capacity, timings: Any = None) -> str:
     return f"cost         {', '.join(parts)}: {sec(total)} in all"
 
 
+def _bursts(check: dict) -> str:
+    """` ÷N` after an SLO's count when its overs came in bursts (the cluster effect the test divided by)."""
+    effect = check.get("cluster_effect") or 1.0
+    return f" ÷{effect:.1f}" if effect >= 1.5 else ""
+
+
 def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | str], timings: Any = None) -> None:
     """The result: the answer, its bracket and confidence, the steps as a table, the soaks, the
     sustained figure, the cost (`timings`: a managed run's), the plots."""
@@ -117,11 +123,12 @@ def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | s
     console.print(capacity_line(cap), highlight=False)
     if cap.note and cap.request_rate is not None:
         console.print(f"note         {cap.note}", highlight=False)
-    table = Table("#", "rate req/s", "verdict", "judged", "over (per SLO)", "p99 TTFT", "p99 TPOT", "in flight",
-                  "lateness p99", "seconds", "why", title=f"{len(cap.steps)} steps, {cap.bench_s:.0f} s")  # fmt: skip
+    table = Table("#", "rate req/s", "verdict", "judged", "over (per SLO, ÷bursts)", "p99 TTFT", "p99 TPOT",
+                  "in flight", "lateness p99", "seconds", "why",
+                  title=f"{len(cap.steps)} steps, {cap.bench_s:.0f} s")  # fmt: skip
     for s in cap.steps:
         v = s.verdict or {}
-        over = " ".join(f"{c['over']}/{c['judged']}" for c in v.get("slos") or [])
+        over = " ".join(f"{c['over']}/{c['judged']}" + _bursts(c) for c in v.get("slos") or [])
         effects = [c["design_effect"] for c in v.get("slos") or [] if c.get("design_effect")]
         judged = f"{s.judged} (÷{max(effects):.0f})" if effects and max(effects) >= 1.5 else str(s.judged)
         backlog = v.get("backlog") or {}

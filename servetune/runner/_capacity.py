@@ -60,6 +60,8 @@ class CapacitySearch:
     """Confidence of every step's SLO decisions."""
     warmup_s: float = 5.0
     """Seconds of arrivals at each step's start that no verdict judges."""
+    cluster_s: float = 5.0
+    """Arrival spans a percentile verdict clusters its over-bound count by (s; 0: requests independent)."""
     horizon_s: float = 300.0
     """The backlog test extrapolates to this many seconds after a step's start."""
     backlog_s: float = 30.0
@@ -87,7 +89,7 @@ class CapacitySearch:
         return cls.for_workload(
             workload, start_rate=options.start_rate, resolution=options.resolution, step_s=options.step_seconds,
             confidence=options.confidence, warmup_s=options.step_warmup_seconds, horizon_s=options.soak_horizon,
-            backlog_s=options.backlog_seconds, wave=options.warmup_wave, **more,
+            backlog_s=options.backlog_seconds, wave=options.warmup_wave, cluster_s=options.cluster_seconds, **more,
         )  # fmt: skip
 
     @classmethod
@@ -100,7 +102,7 @@ class CapacitySearch:
         from servetune.bench.verdict import StepRules
 
         return StepRules(
-            confidence=self.confidence, warmup_s=self.warmup_s, horizon_s=self.horizon_s,
+            confidence=self.confidence, warmup_s=self.warmup_s, horizon_s=self.horizon_s, cluster_s=self.cluster_s,
             backlog_s=self.backlog_s, min_overload=self.resolution / 2, max_overload=self.resolution,
         )  # fmt: skip
 

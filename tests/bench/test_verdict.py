@@ -5,6 +5,7 @@ recorded H200 steps (SGLang 0.5.17, Qwen2.5-VL-3B weight-free, single-image-stre
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from servetune.bench._builtin import load_requests
 from servetune.bench.schema import RequestRecord
 from servetune.bench.slo import parse_slos, samples_ms, statistic
-from servetune.bench.stats import SequentialBinomial, max_missed, min_judged, t_quantile, trend
+from servetune.bench.stats import SequentialBinomial, cluster_effect, max_missed, min_judged, t_quantile, trend
 from servetune.bench.verdict import OFFERED_MIN, StepJudge, StepRules, replay
 from servetune.testing.simulated import BatchingServer, CoinServer, FifoServer, arrivals
 
@@ -22,17 +23,36 @@ H200 = Path(__file__).parent.parent / "fixtures" / "h200" / "capacity-20s"
 SLOS_H200 = parse_slos(["p99_ttft_ms<=2000", "p99_tpot_ms<=25"])
 
 
-def _frequencies(share: float, reps: int, n_max: int, seed: int) -> tuple[float, float]:
+def _frequencies(
+    share: float, reps: int, n_max: int, seed: int, *, spell_s: float = 0.0, cluster_s: float = 0.0
+) -> tuple[float, float]:
     """(met, missed) shares of `reps` sequential tests of requests each over the bound with
-    probability `share`, looked at every 10 requests up to `n_max`."""
+    probability `share`, looked at every 10 requests up to `n_max`. With `spell_s`, requests arrive at
+    10 req/s and the slow ones come in spells instead: spells of `spell_s` seconds start as a Poisson
+    process (`share / spell_s` per s) and every arrival in one is over (the same share, in bursts of
+    about 10 x `spell_s`). With `cluster_s`, the test counts over arrival spans of that width, as a
+    step's judge does (`stats.cluster_effect`)."""
     test = SequentialBinomial(0.01, 0.95)
     rng = random.Random(seed)
     met = missed = 0
     for _ in range(reps):
-        over = 0
+        over, t, spell_end = 0, 0.0, -1.0
+        next_spell = rng.expovariate(share / spell_s) if spell_s else math.inf
+        clusters: dict[int, tuple[int, int]] = {}
         for n in range(1, n_max + 1):
-            over += rng.random() < share
-            if n % 10 == 0 and (d := test.decide(n, over)):
+            t += rng.expovariate(10.0)
+            while next_spell <= t:
+                spell_end = max(spell_end, next_spell + spell_s)
+                next_spell += rng.expovariate(share / spell_s)
+            bad = t < spell_end if spell_s else rng.random() < share
+            over += bad
+            if cluster_s:
+                had = clusters.get(int(t // cluster_s), (0, 0))
+                clusters[int(t // cluster_s)] = (had[0] + 1, had[1] + bad)
+            if n % 10:
+                continue
+            effect = cluster_effect(clusters.values()) if cluster_s else 1.0
+            if d := test.decide(n / effect, over / effect):
                 met += d == "met"
                 missed += d == "missed"
                 break
@@ -49,6 +69,36 @@ def test_the_binomial_verdict_errs_at_most_at_its_stated_rate_however_often_it_i
     assert good[0] >= 0.6 and good[1] == 0.0
     bad = _frequencies(0.02, 400, 3000, seed=13)
     assert bad[1] >= 0.85 and bad[0] <= 0.01
+
+
+def test_a_burst_of_overs_counts_as_one_piece_of_evidence():
+    """`stats.cluster_effect`: one span holding b of the overs reads about b; overs scattered one per span
+    read 1 (nothing to correct); nothing over, or one span, is 1."""
+    spans = [(50, 0)] * 39 + [(50, 6)]
+    assert 5.0 < cluster_effect(spans) < 7.0
+    assert cluster_effect([(50, 1)] * 6 + [(50, 0)] * 34) == pytest.approx(1.0, abs=0.05)
+    assert cluster_effect([(50, 0)] * 40) == 1.0 and cluster_effect([(500, 7)]) == 1.0
+    rng = random.Random(3)
+    independent = [(50, sum(rng.random() < 0.01 for _ in range(50))) for _ in range(60)]
+    assert cluster_effect(independent) < 1.6
+
+
+def test_counting_over_spans_keeps_the_stated_error_when_slow_requests_come_in_bursts():
+    """p99 at 95%, 200-400 seeded servers each, looks every 10 requests up to 3000, 5 s spans. Independent
+    overs: the spans change little (at the bound both errors stay within 5%; a server at half the
+    allowance is still mostly met). Slow spells of 1 s (bursts of about 10 requests, as a burst of
+    image prefills stalls SGLang's whole batch): counted per request, a server at half the allowance is
+    called missed far more often than the stated 5%; counted over spans, within it (1000 servers: 16.1%
+    and 2.6%). What the spans cannot mend: a server at the allowance itself, in spells this rare (one a
+    100 s), is still called met 65% of the time, since most 43 s samples hold no spell at all; that is
+    what the 300 s soak is for (docs/capacity.md)."""
+    met, missed = _frequencies(0.01, 200, 3000, seed=21, cluster_s=5.0)
+    assert met <= 0.05 and missed <= 0.05
+    good, _ = _frequencies(0.005, 200, 3000, seed=22, cluster_s=5.0)
+    assert good >= 0.6
+    _, per_request = _frequencies(0.005, 400, 3000, seed=23, spell_s=1.0)
+    _, clustered = _frequencies(0.005, 400, 3000, seed=23, spell_s=1.0, cluster_s=5.0)
+    assert per_request > 0.10 and clustered <= 0.05
 
 
 def test_the_minimum_judged_requests_are_the_ones_help_and_docs_state():
@@ -205,6 +255,24 @@ def test_the_h200_step_the_defaults_held_at_10_09_stays_met():
     again = [replace(r, start=r.start + k * span) for k in range(3) for r in records]
     verdict, _ = replay(again, StepJudge(SLOS_H200, StepRules(), rate=rate, max_s=120.0))
     assert verdict.state == "met" and verdict.backlog.state == "flat", verdict.why
+
+
+def test_the_h200_step_that_certified_16_15_counts_its_burst_of_failures_once():
+    """SGLang's defaults at 16.15 req/s on the H200, the first run at that rate of session 9's round-1
+    search (met at 85.8 s, so the search certified 16.15; a 300 s soak at 14.41 later missed). Its four
+    failed requests (read errors, over every bound) were sent within 0.22 s, 17 s in. Counted per request
+    they are four independent misses, and 1261 judged requests outweighed them; counted over 5 s spans
+    they are one burst, and the requests the step could still judge cannot certify p99 past it: not met."""
+    records = load_requests(H200 / "defaults-16.15-run1-requests.jsonl")
+    failed = [r.arrival for r in records if r.finished and not r.success]
+    assert len(failed) == 4 and max(failed) - min(failed) < 0.25
+    judge = StepJudge(SLOS_H200, StepRules(cluster_s=0.0), rate=16.148, max_s=120.0)
+    per_request, _ = replay(records, judge, until=85.8)
+    assert per_request.state == "met" and all(c.over == 4 for c in per_request.slos)
+    clustered, _ = replay(records, StepJudge(SLOS_H200, StepRules(), rate=16.148, max_s=120.0), until=85.8)
+    assert clustered.state == "undecided" and clustered.at_s < 30.0, clustered.why
+    ttft = next(c for c in clustered.slos if "ttft" in c.slo)
+    assert ttft.over == 4 and ttft.cluster_effect > 3.0 and ttft.needed > ttft.reachable
 
 
 def test_a_recorded_step_replays_its_cancelled_requests_as_still_in_flight(tmp_path):
