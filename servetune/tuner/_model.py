@@ -28,7 +28,7 @@ gets no model (the reason is stored) and searches as before.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from servetune.schema.space import ChoiceDistribution, Distribution, FloatDistribution, IntDistribution
@@ -76,8 +76,12 @@ def model_of(record: Mapping[str, Any] | None) -> ServerModel | None:
     return ServerModel(**record["model"])
 
 
-def search_space(space: ResolvedSpace, record: Mapping[str, Any] | None) -> ResolvedSpace:
-    """`space` with the record's evidence applied: frozen fields left out, cut ranges narrowed."""
+def search_space(
+    space: ResolvedSpace, record: Mapping[str, Any] | None, *, keep: Collection[str] = ()
+) -> ResolvedSpace:
+    """`space` with the record's evidence applied: frozen fields left out, cut ranges narrowed. A field
+    in `keep` keeps its full range where it was narrowed: a local trial's field left to SGLang carries
+    its incumbent's effective value, which may lie past the cut (a running limit of 267 past 152)."""
     import dataclasses
 
     if not record or not record.get("evidence"):
@@ -89,7 +93,7 @@ def search_space(space: ResolvedSpace, record: Mapping[str, Any] | None) -> Reso
             continue
         if change["action"] == "frozen":
             params.pop(name)
-        elif change["action"] == "narrowed":
+        elif change["action"] == "narrowed" and name not in keep:
             dist = _narrowed(params[name].distribution, change["to"])
             if dist is not None:
                 params[name] = dataclasses.replace(params[name], distribution=dist)

@@ -121,8 +121,8 @@ class TrialDriver:
             layer: dict[str, Any] = {}
         else:
             record = _model.load(s.study) if s.capacity else None
-            params = suggest(trial, _model.search_space(s.space, record))
             auto = set(trial.user_attrs.get("auto") or ())  # a local trial: left to SGLang as in its incumbent
+            params = suggest(trial, _model.search_space(s.space, record, keep=auto))
             layer = {k: v for k, v in params.items() if v is not None and k not in auto}
             trial.set_user_attr("source", source)
         trial.set_user_attr("layer", layer)
