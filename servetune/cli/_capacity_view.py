@@ -129,13 +129,11 @@ def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | s
     for s in cap.steps:
         v = s.verdict or {}
         over = " ".join(f"{c['over']}/{c['judged']}" + _bursts(c) for c in v.get("slos") or [])
-        effects = [c["design_effect"] for c in v.get("slos") or [] if c.get("design_effect")]
-        judged = f"{s.judged} (÷{max(effects):.0f})" if effects and max(effects) >= 1.5 else str(s.judged)
         backlog = v.get("backlog") or {}
         slope = backlog.get("slope")
         flight = f"{backlog.get('in_flight', 0):.1f} ({slope:+.2f}/s)" if slope is not None else "-"
         table.add_row(
-            str(s.index), f"{s.rate:.4g}", s.state + (f" (run {s.repeat + 1})" if s.repeat else ""), judged,
+            str(s.index), f"{s.rate:.4g}", s.state + (f" (run {s.repeat + 1})" if s.repeat else ""), str(s.judged),
             over or "-", _lat(s, "p99_ttft_ms"), _lat(s, "p99_tpot_ms"), flight,
             f"{s.lateness_p99_ms:.1f}" if s.lateness_p99_ms is not None else "-", f"{s.bench_s:.1f}", s.why,
         )  # fmt: skip
