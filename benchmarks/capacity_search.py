@@ -2,7 +2,7 @@
 figures; not a test).
 
     python benchmarks/capacity_search.py [--slots 4 8 16] [--starts 2 8 32] [--seeds 0 1 2]
-        [--slo p99_ttft_ms<=200 --slo p99_tpot_ms<=12] [--truth-requests 30000]
+        [--slo p99_ttft_ms<=200 --slo p99_tpot_ms<=12] [--truth-requests 30000] [--cluster-seconds 5]
 
 For each server (`servetune.testing.simulated.BatchingServer` with a running limit of `--slots`):
 - the truth: the highest rate on a 0.25 req/s grid whose long run (`--truth-requests` requests) keeps
@@ -39,6 +39,7 @@ def truth(server, slos, lo: float, hi: float, requests: int) -> float:
 def main() -> int:
     from servetune.bench.capacity import find_capacity
     from servetune.bench.slo import parse_slos
+    from servetune.bench.verdict import StepRules
     from servetune.testing.simulated import BatchingServer, simulated_step
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -47,9 +48,15 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--slo", action="append", help="latency SLO (repeatable; default p99 TTFT 200, TPOT 12 ms)")
     parser.add_argument("--truth-requests", type=int, default=30000)
+    parser.add_argument("--cluster-seconds", type=float, default=StepRules.cluster_s,
+                        help="arrival spans the verdict clusters overs by (0: requests independent)")  # fmt: skip
     args = parser.parse_args()
+    rules = StepRules(cluster_s=args.cluster_seconds, min_overload=0.025, max_overload=0.05)
     slos = parse_slos(args.slo or ["p99_ttft_ms<=200", "p99_tpot_ms<=12"])
-    print(f"SLOs {', '.join(map(str, slos))}; default protocol (95%, steps up to 120 s, resolution 5%)")
+    print(
+        f"SLOs {', '.join(map(str, slos))}; default protocol (95%, steps up to 120 s, resolution 5%), "
+        f"overs clustered by {args.cluster_seconds:g} s spans"
+    )
     worst, spreads, costs = 0.0, [], []
     for slots in args.slots:
         server = BatchingServer(slots=slots)
@@ -57,7 +64,7 @@ def main() -> int:
         caps = []
         for start in args.starts:
             for seed in args.seeds:
-                cap = find_capacity(simulated_step(server), slos, start_rate=start, seed=seed)
+                cap = find_capacity(simulated_step(server), slos, start_rate=start, seed=seed, rules=rules)
                 sim_s = sum(s.at_s for s in cap.steps)
                 costs.append(sim_s)
                 if cap.request_rate is None:
