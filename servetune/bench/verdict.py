@@ -91,7 +91,8 @@ class StepRules:
     cluster_s: float = 5.0
     """Width of the arrival spans a percentile SLO's count is clustered by (s; `--cluster-seconds`):
     requests over a bound in one burst count as one piece of evidence (`stats.cluster_effect`), so the
-    stated confidence holds per step, not per request; 0: every request independent."""
+    stated confidence holds per burst seen, not per request (a burst the step never saw is the soak's
+    to find); 0: every request independent."""
     bin_s: float = 1.0
     """Width of the backlog test's time bins (s); wider at low rates, so a bin holds 3 arrivals."""
     backlog_s: float = 30.0
