@@ -388,20 +388,19 @@ class StepJudge:
     def _check(self, slo: LatencySlo, judged: Sequence[RequestRecord], now: float, remaining: float) -> SloCheck:
         """One SLO's count and decision; `remaining`: arrivals still to come before the step's end."""
         prefix = self._prefix[slo]
+        test = self._tests.get(slo)
         width = self.rules.cluster_s
         t0 = judged[0].arrival if judged else 0.0
-        prefix.advance(
-            judged, lambda r: _outcome(r, slo, now), lambda r: int((r.arrival - t0) // width) if width else 0
-        )
+        span = (lambda r: int((r.arrival - t0) // width)) if width > 0 and test is not None else None
+        prefix.advance(judged, lambda r: _outcome(r, slo, now), span)
         n, over = prefix.n, prefix.over
         value = statistic(prefix.values, slo.stat)
-        test = self._tests.get(slo)
         if test is None:
             return SloCheck(
                 slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms,
                 decision=self._mean_decision(slo, judged, now),
             )  # fmt: skip
-        effect = cluster_effect(prefix.clusters.values()) if width > 0 else 1.0
+        effect = cluster_effect(prefix.clusters.values())  # 1 without spans (`cluster_s` 0)
         per_request = n / prefix.cursor if prefix.cursor else 1.0
         need = min_judged(test.allowed, test.confidence, over / effect)
         return SloCheck(
