@@ -51,7 +51,7 @@ def main() -> int:
     parser.add_argument("--cluster-seconds", type=float, default=StepRules.cluster_s,
                         help="arrival spans the verdict clusters overs by (0: requests independent)")  # fmt: skip
     args = parser.parse_args()
-    rules = StepRules(cluster_s=args.cluster_seconds, min_overload=0.025, max_overload=0.05)
+    rules = StepRules.at_resolution(0.05, cluster_s=args.cluster_seconds)  # find_capacity's default resolution
     slos = parse_slos(args.slo or ["p99_ttft_ms<=200", "p99_tpot_ms<=12"])
     print(
         f"SLOs {', '.join(map(str, slos))}; default protocol (95%, steps up to 120 s, resolution 5%), "

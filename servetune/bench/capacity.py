@@ -398,7 +398,7 @@ def find_capacity(
         )
     if resolution <= 0:
         raise SpecError(f"the capacity resolution must be positive, but got {resolution:g}")
-    rules = rules or StepRules(min_overload=resolution / 2, max_overload=resolution)
+    rules = rules or StepRules.at_resolution(resolution)
     t0 = time.monotonic()
     search = _Search(run_step, slos, rules, step_s=step_s, seed=seed, max_steps=max_steps, on_step=on_step)
     extra: dict[str, Any] = {}

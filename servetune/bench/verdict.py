@@ -106,6 +106,12 @@ class StepRules:
     """... and flat when its growth is certainly below this share (the search's resolution): a met step
     cannot hide an overload as large as the resolution the capacity is read to."""
 
+    @classmethod
+    def at_resolution(cls, resolution: float, **fields) -> StepRules:
+        """The rules of a search read to `resolution`: its backlog test flags growth of half that share of
+        the rate and shows a met step flat below all of it; `fields`: the others."""
+        return cls(min_overload=resolution / 2, max_overload=resolution, **fields)
+
     def bin_width(self, rate: float) -> float:
         """The bin width at `rate`: `bin_s`, or wide enough for 3 arrivals, and at most an eighth of
         `backlog_s` (the trend needs points)."""

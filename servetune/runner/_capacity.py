@@ -101,9 +101,9 @@ class CapacitySearch:
         """How each step is judged."""
         from servetune.bench.verdict import StepRules
 
-        return StepRules(
-            confidence=self.confidence, warmup_s=self.warmup_s, horizon_s=self.horizon_s, cluster_s=self.cluster_s,
-            backlog_s=self.backlog_s, min_overload=self.resolution / 2, max_overload=self.resolution,
+        return StepRules.at_resolution(
+            self.resolution, confidence=self.confidence, warmup_s=self.warmup_s, horizon_s=self.horizon_s,
+            cluster_s=self.cluster_s, backlog_s=self.backlog_s,
         )  # fmt: skip
 
     def settings(self) -> dict[str, Any]:
