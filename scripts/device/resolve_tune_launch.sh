@@ -10,8 +10,9 @@
 #                                   over the lean-bundle-0.5.17.yaml preset; TUNE_SEARCH: the capacity search's options;
 #                                   TUNE_BUDGET=480s: --budget, launch no trial the call cannot finish; TUNE_SOAK=300:
 #                                   --confirm-soak-seconds; TUNE_NO_RULES=1: one baseline, SGLang's defaults)
-#                                   A study longer than one call (issue 20's): copy tune/study.db from the call's files into
-#                                   .sgl/tune/ before the next call; a confirmation cut by the call's end resumes where it stopped.
+#                                   A study longer than one call (issue 20's): copy the call's tune.tar.xz (or its study.db)
+#                                   into .sgl/tune/ before the next call (TUNE_RESUME_ONLY=1: stop if there is none); a trial
+#                                   cut by the call's end keeps the steps it finished, a confirmation resumes where it stopped.
 #                         launch8b  servetune launch of the resolved Qwen3-VL-8B + servetune bench --cross-check on it
 # Back in $OUT: run.log, resolve.tar, tune.tar.xz (study.db, tune.json, best.yaml, trial dirs), launch8b.tar.xz, cache.tar.xz
 BUDGET_S=${BUDGET_S:-560}
@@ -44,7 +45,14 @@ step_tune() {
   local T=/tmp/sgl/tune
   [ -n "${TUNE_FRESH:-}" ] && rm -rf $T  # a warm machine keeps an earlier call's study
   mkdir -p $T
-  [ -z "${TUNE_FRESH:-}" ] && [ -f .sgl/tune/study.db ] && [ ! -f $T/study.db ] && cp .sgl/tune/study.db $T/study.db && stamp "resuming study from .sgl/tune/study.db"
+  if [ -z "${TUNE_FRESH:-}" ] && [ ! -f $T/study.db ]; then  # a cold machine: the study (and its trials' directories) carried
+    if [ -f .sgl/tune/tune.tar.xz ]; then
+      tar xJf .sgl/tune/tune.tar.xz -C /tmp/sgl && stamp "resuming study and trial directories from .sgl/tune/tune.tar.xz"
+    elif [ -f .sgl/tune/study.db ]; then
+      cp .sgl/tune/study.db $T/study.db && stamp "resuming study from .sgl/tune/study.db"
+    fi
+  fi
+  if [ -n "${TUNE_RESUME_ONLY:-}" ] && [ ! -f $T/study.db ]; then stamp "TUNE_RESUME_ONLY: no study to resume"; return 1; fi
   local lim=$(( $(left) - 45 ))
   stamp "servetune tune (trials ${TUNE_TRIALS:-4}, confirm ${TUNE_CONFIRM:-0}), limit ${lim}s"
   local pins=("${PINS[@]}") objective=()

@@ -137,6 +137,8 @@ class StepOutcome:
     """Where the step's files are (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`), if anywhere."""
     profile: StepProfile | None = None
     """What the step says about the server, for its model (`servermodel.profile_step`), if readable."""
+    resumed_from: str | None = None
+    """The interrupted search's step directory this step was kept from (not run on this server)."""
 
 
 RunStep = Callable[[StepPlan], StepOutcome]
@@ -188,6 +190,9 @@ class CapacityStep(BaseModel):
     """The step's directory (`requests.jsonl`, `telemetry.jsonl`, `verdict.json`), where it ran on a server."""
     profile: StepProfile | None = None
     """The step condensed for the server model (`servermodel.StepProfile`), where its requests were readable."""
+    resumed_from: str | None = None
+    """Where a resumed search kept this step from: the step directory of the interrupted launch that
+    measured it (a retried trial keeps the steps its interrupted launch finished; None: run here)."""
 
     @classmethod
     def of(cls, out: StepOutcome, *, rate: float, bench_s: float, **fields: Any) -> CapacityStep:
@@ -200,7 +205,7 @@ class CapacityStep(BaseModel):
             completed=m.completed if m else 0, failed=v.failed, goodput=report.goodput if report else 0.0,
             attainment=report.attainment if report else 0.0, verdict=v.model_dump(mode="json"),
             latency_ms=_latency(m), lateness_p99_ms=m.lateness_p99_ms if m else None, bench_s=bench_s,
-            run_dir=out.run_dir, profile=out.profile, **fields,
+            run_dir=out.run_dir, profile=out.profile, resumed_from=out.resumed_from, **fields,
         )  # fmt: skip
 
 

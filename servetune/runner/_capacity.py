@@ -160,9 +160,12 @@ class _Steps:
         run_dir: Path,
         timings: RunTimings,
         stop: Callable[[], bool] | None,
+        resume: Path | None = None,
     ) -> None:
         self.runner, self.server, self.workload, self.slos = runner, server, workload, tuple(slos)
         self.run_dir, self.timings, self.stop = Path(run_dir), timings, stop
+        self.resume = Path(resume) if resume is not None and Path(resume).resolve() != self.run_dir.resolve() else None
+        """An interrupted search's run directory: its finished steps are kept, up to the first it lacks."""
 
     def _halt(self, done: int, partial: Any) -> bool:
         return bool(self.stop and self.stop())
@@ -183,9 +186,15 @@ class _Steps:
         self._interrupted()
 
     def run(self, plan: StepPlan, step_dir: Path) -> StepOutcome:
-        """One step of `plan` in `step_dir`."""
+        """One step of `plan` in `step_dir`, or the interrupted search's same step where it finished
+        (`resumed`; once one step runs here, none after it is taken from there)."""
         from servetune.bench.capacity import StepOutcome
 
+        if self.resume is not None:
+            kept = self.resumed(plan, self.resume / Path(step_dir).relative_to(self.run_dir), step_dir)
+            if kept is not None:
+                return kept
+            self.resume = None
         wl = step_workload(self.workload, plan.rate, plan.requests, plan.seed)
         guard = RunawayGuard.from_rate(plan.rate, requests=plan.requests, concurrency=None)
         mark = self.server.telemetry_mark()
@@ -204,6 +213,39 @@ class _Steps:
         return StepOutcome(
             verdict=verdict, metrics=metrics, run_dir=str(step_dir), profile=self._profile(plan, telemetry)
         )
+
+    def resumed(self, plan: StepPlan, prior: Path, step_dir: Path) -> StepOutcome | None:
+        """The step `plan` as the interrupted search finished it in `prior` (copied into `step_dir`), or
+        None where it did not: no verdict there (the step it was stopped in), or another rate or sequence."""
+        import json
+        import shutil
+
+        from servetune.bench._builtin import load_requests
+        from servetune.bench.capacity import StepOutcome
+        from servetune.bench.schema import Metrics
+        from servetune.bench.verdict import StepVerdict
+
+        try:
+            planned = json.loads((prior / "workload.json").read_text(encoding="utf-8"))
+            same = planned.get("seed") == plan.seed and abs(float(planned["request_rate"]) / plan.rate - 1.0) < 1e-9
+            if not same or not (prior / "verdict.json").is_file():
+                return None
+            verdict = StepVerdict.model_validate_json((prior / "verdict.json").read_text(encoding="utf-8"))
+            metrics = Metrics.model_validate_json((prior / "metrics.json").read_text(encoding="utf-8"))
+            records = load_requests(prior / "requests.jsonl")
+            telemetry_file = prior / "telemetry.jsonl"
+            telemetry = (
+                [json.loads(line) for line in telemetry_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+                if telemetry_file.is_file()
+                else []
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        shutil.copytree(prior, step_dir, dirs_exist_ok=True)
+        return StepOutcome(
+            verdict=verdict, metrics=metrics, run_dir=str(step_dir), resumed_from=str(prior),
+            profile=self._profile(plan, telemetry, records),
+        )  # fmt: skip
 
     def soaker(self, search: CapacitySearch, seconds: float, *, alone: bool = False) -> RunSoak:
         """`run_soak(rate, index)` on this server (`soak_steps`): soak `index` of `seconds` at `rate`, met
@@ -241,14 +283,16 @@ class _Steps:
         write_telemetry(step_dir / "telemetry.jsonl", lines, started)
         return timed_records(lines, started)
 
-    def _profile(self, plan: StepPlan, telemetry: list[dict[str, Any]]) -> StepProfile | None:
-        """The step condensed for the server model: every arrival the judge saw, and the telemetry."""
+    def _profile(
+        self, plan: StepPlan, telemetry: list[dict[str, Any]], records: Sequence[Any] | None = None
+    ) -> StepProfile | None:
+        """The step condensed for the server model: every arrival the judge saw (or `records`, a kept
+        step's), and the telemetry."""
         from servetune.bench.servermodel import profile_step, server_limits
 
         graph = server_limits(self.server.server_info or {})["graph"]
-        return profile_step(
-            plan.judge.records, plan.rate, warmup_s=plan.judge.rules.warmup_s, telemetry=telemetry, graph_bs=graph
-        )
+        seen = plan.judge.records if records is None else records
+        return profile_step(seen, plan.rate, warmup_s=plan.judge.rules.warmup_s, telemetry=telemetry, graph_bs=graph)
 
 
 def search_server(
@@ -263,16 +307,20 @@ def search_server(
     floor: float | None = None,
     on_step: Callable[[CapacityStep], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    resume: Path | None = None,
 ) -> tuple[Capacity | None, Failure | None, Any]:
     """The warm-up wave, the search and (`search.soak_s`) its soaks (`soak_down`), on a started server.
 
     Returns (capacity, failure, the metrics of the last met step at the capacity); a step that errors
-    or a server that dies ends it with that failure. `capacity.json` is written to `run_dir`.
+    or a server that dies ends it with that failure. `capacity.json` is written to `run_dir`. `resume`:
+    the run directory of the same search stopped part-way (on an earlier launch of the same config);
+    the steps it finished are kept as they were measured (`CapacityStep.resumed_from`), and the search
+    goes on from the first it lacks. The warm-up wave runs on this server all the same.
     """
     from servetune.bench.capacity import find_capacity, soak_down
 
     timings = timings if timings is not None else RunTimings()
-    steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop)
+    steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop, resume)
     metrics_at: dict[int, Any] = {}
 
     def run_step(plan: StepPlan) -> StepOutcome:
@@ -309,8 +357,10 @@ def measure_capacity(
     floor: float | None = None,
     on_step: Callable[[CapacityStep], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    resume: Path | None = None,
 ) -> Measurement:
-    """Launch once and find the highest rate that meets every SLO (`search_server`); failures are data.
+    """Launch once and find the highest rate that meets every SLO (`search_server`, which `resume`
+    continues); failures are data.
 
     A server that dies or a step that errors ends the search with that failure (`oom`, `crash`,
     `bench_error`); a step far slower than its arrivals allow is `too_slow` (its guard's deadline:
@@ -323,7 +373,7 @@ def measure_capacity(
     def body(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
         capacity, failure, metrics = search_server(
             runner, server, workload, slos, run_dir=run_dir, search=search, timings=timings, floor=floor,
-            on_step=on_step, stop=stop,
+            on_step=on_step, stop=stop, resume=resume,
         )  # fmt: skip
         return metrics, failure, {"capacity": capacity} if capacity is not None else {}
 

@@ -124,8 +124,10 @@ def evaluate_capacity(
     run_dir: Path,
     floor: float | None = None,
     stop: Callable[[], bool] | None = None,
+    resume: Path | None = None,
 ) -> Outcome:
-    """A capacity search of `resolution` (`measure_capacity`: one launch, the search's steps).
+    """A capacity search of `resolution` (`measure_capacity`: one launch, the search's steps; `resume`:
+    the run directory of an interrupted launch of the same trial, whose finished steps are kept).
 
     The outcome's metrics are the step's at the capacity rate plus `capacity_request_rate` and
     `capacity_goodput`. A search cut at `floor` sets `below_floor` (the trial cannot beat the
@@ -134,8 +136,9 @@ def evaluate_capacity(
     from servetune.tuner.objectives import CAPACITY_METRIC, flatten_metrics
 
     m = measure_capacity(
-        runner, resolution, workload, slos, run_dir=run_dir, search=search, gpus=slot.gpus, floor=floor, stop=stop
-    )
+        runner, resolution, workload, slos, run_dir=run_dir, search=search, gpus=slot.gpus, floor=floor, stop=stop,
+        resume=resume,
+    )  # fmt: skip
     cap = m.capacity
     out = Outcome(
         timing=m.timings.model_dump(mode="json", exclude_none=True),

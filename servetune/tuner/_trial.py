@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servetune.bench.servermodel import server_limits
@@ -199,6 +200,7 @@ class TrialDriver:
                 run_dir=trial_dir,
                 floor=floor,
                 stop=self.stop.is_set,
+                resume=self._resume_dir(trial),
             )
         rate = None if baseline else reference_rate(s)
         guard = runaway_guard(s, rate) if rate is not None else None
@@ -214,6 +216,29 @@ class TrialDriver:
             should_stop=self._should_stop(trial),
             guard=guard,
         )
+
+    def _resume_dir(self, trial) -> Path | None:
+        """The run directory of this config's latest launch that was stopped part-way (Ctrl-C, a job's
+        time limit, a lost worker: not a failure of the config), where it is on this machine: the
+        capacity search keeps the steps it finished (`search_server`'s `resume`) instead of measuring
+        them again. Found by the config's hash, so a retry and a baseline enqueued twice both find it."""
+        from optuna.trial import TrialState
+
+        h = trial.user_attrs.get("config_hash")
+        stopped = [
+            t
+            for t in self.s.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+            if t.number != trial.number
+            and h is not None
+            and t.user_attrs.get("config_hash") == h
+            and not _storage.is_config_failure(t)
+            and (Path(t.user_attrs.get("run_dir") or "/nonexistent") / "steps").is_dir()
+        ]
+        if not stopped:
+            return None
+        prior = max(stopped, key=lambda t: t.number).user_attrs["run_dir"]
+        trial.set_user_attr("resumed_from", prior)
+        return Path(prior)
 
     def incumbent_value(self) -> float | None:
         """The best feasible trial's primary value so far (a capacity trial's floor), else None."""

@@ -4,6 +4,7 @@ stand-in server (a real process and real HTTP) through the one implementation bo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 import pytest
@@ -187,6 +188,56 @@ def test_capacity_on_the_stand_in_server(tmp_path):
     assert (tmp_path / "run" / "steps" / "00-warmup" / "metrics.json").exists()
     recorded = json.loads((tmp_path / "run" / "capacity.json").read_text())
     assert recorded["request_rate"] == cap.request_rate and recorded["search"]["backlog_s"] == 3.0
+
+
+def test_a_search_stopped_part_way_resumes_on_a_new_launch_keeping_the_steps_it_finished(tmp_path):
+    """Ctrl-C in the fourth step of a search on the stand-in (a real process): the three finished steps
+    have their verdicts, the fourth none. The same search on a new launch with `resume` keeps those
+    three as measured (same rates, sequences and verdicts, `resumed_from` the old directories, copied
+    over), runs the fourth and every later step on the new server, and certifies a capacity. A resume
+    from a search of other sequences keeps nothing."""
+    import json
+
+    from servetune.context import Context
+    from servetune.runner import CapacitySearch, search_server
+    from servetune.schema.workload import Workload
+    from servetune.testing import StandinRunner
+
+    slos = parse_slos(["p90_ttft_ms<=400"])
+    workload = Workload(name="cap", summary="capacity test", max_concurrency=None, input_tokens=64, output_tokens=32)
+    ctx = Context.build("qwen3-8b", gpu="h200", sets=["max_running_requests=4"])
+    search = CapacitySearch(start_rate=16.0, resolution=0.25, step_s=12.0, warmup_s=1.0, backlog_s=3.0, wave=8,
+                            max_steps=10)  # fmt: skip
+    runner = StandinRunner(client="builtin")
+    first = tmp_path / "first"
+
+    def three_done() -> bool:
+        return len(list((first / "steps").glob("0[1-9]-*/verdict.json"))) >= 3
+
+    with pytest.raises(KeyboardInterrupt), runner.start(ctx.resolve(), run_dir=first) as server:
+        search_server(runner, server, workload, slos, run_dir=first, search=search, stop=three_done)
+    started = sorted(p.name for p in (first / "steps").iterdir() if p.name != "00-warmup")
+    assert len(started) == 4 and not (first / "steps" / started[3] / "verdict.json").exists(), started
+
+    second = tmp_path / "second"
+    with runner.start(ctx.resolve(), run_dir=second) as server:
+        cap, failure, _ = search_server(runner, server, workload, slos, run_dir=second, search=search, resume=first)
+    assert failure is None and cap is not None and cap.certified, cap.note
+    kept, ran = cap.steps[:3], cap.steps[3:]
+    for step, name in zip(kept, started):
+        old = json.loads((first / "steps" / name / "verdict.json").read_text())
+        assert step.resumed_from == str(first / "steps" / name) and step.state == old["state"], (step, old)
+        assert step.run_dir == str(second / "steps" / name) and (second / "steps" / name / "requests.jsonl").exists()
+        assert step.profile is not None  # the server model reads a kept step as it read the measured one
+    assert ran and all(s.resumed_from is None for s in ran)
+    assert f"{ran[0].index:02d}-{ran[0].rate:.4g}" == started[3]  # the step stopped part-way is run again
+    assert (second / "steps" / started[3] / "verdict.json").exists()
+
+    other = tmp_path / "other"
+    with runner.start(ctx.resolve(), run_dir=other) as server:
+        cap, _, _ = search_server(runner, server, workload, slos, run_dir=other, resume=first,
+                                  search=dataclasses.replace(search, seed=7, max_steps=1))  # fmt: skip
+    assert [s.resumed_from for s in cap.steps] == [None]
 
 
 def test_a_step_the_client_could_not_generate_is_not_a_verdict():
