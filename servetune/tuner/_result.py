@@ -178,12 +178,17 @@ def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None)
             f"{pruned['incumbent']:.4g}"
         )
     if capacity:
-        note = (note + "; " if note else "") + f"{len(capacity.get('steps') or [])} steps"
+        uncertified = capacity.get("request_rate") is not None and capacity.get("certified") is False
+        note = (
+            (note + "; " if note else "")
+            + f"{len(capacity.get('steps') or [])} steps"
+            + (" (the bracket not certified)" if uncertified else "")
+        )
     return TrialSummary(
         number=t.number,
         state=state,
         source=t.user_attrs.get("source", "sampler"),
-        params=decode_params(t.params, t.distributions, space or {}),
+        params=_launched(t, decode_params(t.params, t.distributions, space or {})),
         fixed=dict(t.user_attrs.get("fixed") or {}),
         values=list(t.values) if t.values is not None else None,
         metrics=t.user_attrs.get("metrics"),
@@ -281,3 +286,10 @@ def load_result(study, storage_url: str) -> TuneResult:
         confirmations=confirmation_history(study.user_attrs),
         model=study.user_attrs.get("server_model"),
     )
+
+
+def _launched(t, params: dict[str, Any]) -> dict[str, Any]:
+    """`params` as the trial launched them: a field a local or model trial left to SGLang (`auto`) is
+    None (unset), not the placeholder its sampler drew."""
+    auto = set(t.user_attrs.get("auto") or ())
+    return {k: None if k in auto else v for k, v in params.items()}

@@ -21,6 +21,9 @@ from servetune.errors import TuningError
 HEARTBEAT_S = 5
 GRACE_S = 30
 MAX_RETRY = 2
+RETRY_KEEPS = ("source", "fixed", "auto", "model_of")
+"""What a retry keeps of the trial it repeats: where it came from and what made its launch (`auto`: the
+fields a local or model trial leaves to SGLang; without it the retry would launch their placeholder values)."""
 # failure classes that say nothing about the config: not deduplicated, retried when lost
 NOT_CONFIG_FAILURES = frozenset({"worker_lost", "interrupted", "port_in_use", "stopped"})
 
@@ -264,8 +267,8 @@ def _with_driver(url: str) -> str:
 
 
 def retry_lost_trial(study, trial) -> None:
-    """Queue a trial whose worker died again, with its params and source (as Optuna's
-    `RetryFailedTrialCallback`, but the retry starts with clean attributes)."""
+    """Queue a trial whose worker died again, with its params and what made its config (`RETRY_KEEPS`;
+    as Optuna's `RetryFailedTrialCallback`, but the retry starts with no measurement's attributes)."""
     import optuna
 
     history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
@@ -274,7 +277,7 @@ def retry_lost_trial(study, trial) -> None:
     system_attrs = {"failed_trial": history[0], "retry_history": history}
     if "fixed_params" in trial.system_attrs:
         system_attrs["fixed_params"] = trial.system_attrs["fixed_params"]
-    user_attrs = {k: trial.user_attrs[k] for k in ("source", "fixed") if k in trial.user_attrs}
+    user_attrs = {k: trial.user_attrs[k] for k in RETRY_KEEPS if k in trial.user_attrs}
     user_attrs["retry_of"] = trial.number
     study.add_trial(
         optuna.trial.create_trial(

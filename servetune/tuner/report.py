@@ -155,7 +155,7 @@ def print_report(result: TuneResult) -> None:
                 f"{str(t.failure.get('message', '')).splitlines()[0][:80] if t.failure.get('message') else ''}"
                 + (f"; {note}" if note else "")
             )
-        params = ", ".join(f"{k}={_fmt(v)}" for k, v in t.params.items())
+        params = ", ".join(f"{k}={'unset' if v is None else _fmt(v)}" for k, v in t.params.items())
         if t.fixed:
             params += (
                 ("; " if params else "")

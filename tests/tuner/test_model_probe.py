@@ -143,6 +143,30 @@ def test_at_the_default_resolution_the_models_seed_is_a_running_limit_it_predict
     assert waiting.user_attrs["source"] == "model"
 
 
+def test_the_h200_studys_own_baseline_reads_itself_and_seeds_a_running_limit_near_48():
+    """Session 14's H200 study from scratch (docs/h200-results.md section 17): the defaults' search of 24 steps
+    (10 kept from the launch a call's time limit stopped) left 13.84 req/s, not certified. Fitted on it, the
+    study's model reads that within 5%, freezes the memory fraction (KV usage 3%), cuts running limits and
+    graph sizes above twice the 76 ever run, and seeds a running limit in 40-60 (it stored 51, 18.21 req/s,
+    1.32x). Its prediction for a limit of 48 (18.0) lies within 15% of what that limit sustained for 300 s
+    on other machines (18.5-20.1, sections 14-15): the order of magnitude of the gain, not this machine's."""
+    search = _search("defaults-s14")
+    assert search["certified"] is False and len(search["steps"]) == 24
+    assert sum(1 for s in search["steps"] if s.get("resumed_from")) == 10
+    study = optuna.create_study(directions=["maximize"])
+    setup = _setup(study)
+    study.add_trial(_trial(search, "defaults", {}))
+    record = _model.update(setup, study.get_trials(deepcopy=False))
+    assert record["baseline_predicted"] == pytest.approx(search["capacity"], rel=0.05)
+    evidence = {e["field"]: e for e in record["evidence"]}
+    assert evidence["mem_fraction_static"]["action"] == "frozen"
+    assert evidence["max_running_requests"]["to"] == 152 == evidence["cuda_graph_max_bs_decode"]["to"]
+    assert "probe" not in record and 40 <= record["seed"]["values"]["max_running_requests"] <= 60
+    assert record["seed"]["predicted"] >= 1.25 * record["baseline_predicted"]
+    model = ServerModel.fit(_profiles(search), running_limit=4096, graph_bs=256)
+    assert model.capacity(SLOS, running_limit=48) == pytest.approx(19.3, rel=0.15)
+
+
 def test_a_study_on_the_stand_in_launches_the_probe_then_the_refits_seed(tmp_path):
     """The stand-in study of test_model_study at an 80% resolution: the model's best (1.7x) gains less than
     that over the baseline's prediction, so trial 2 (after the two baselines) is the probe at the top decile of the

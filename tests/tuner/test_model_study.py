@@ -124,3 +124,32 @@ def test_a_float_on_a_step_grid_is_the_grids_value():
     study = optuna.create_study()
     study.enqueue_trial({"mem_fraction_static": 0.7 + 9 * 0.02})
     assert suggest(study.ask(), space) == {"mem_fraction_static": 0.88}
+
+
+def test_an_interrupted_seed_is_retried_as_the_same_launch(tmp_path):
+    """Ctrl-C during the model's seed (a real case on the H200: a job's time limit) queues a retry; the
+    resumed study launches the retry with the seed's own argv, not with placeholder values for the
+    fields the baseline left to SGLang (those fields stay unset), and it stays the model's trial."""
+    options = study_options(tmp_path, trials=3)
+    runner = standin_runner(input_tokens=128, output_tokens=128, images=1)
+    measure, stopped = runner.measure_fn, []
+
+    def stop_the_seed_once(call):
+        if "--max-running-requests" in call.argv and not stopped:
+            stopped.append(call.argv)
+            raise KeyboardInterrupt
+        return measure(call)
+
+    runner.measure_fn = stop_the_seed_once
+    with pytest.raises(KeyboardInterrupt):
+        Tuner(options, runner=runner).run()
+    tuner = Tuner(options, runner=runner)
+    tuner.run()
+    trials = sorted(tuner.study.get_trials(deepcopy=False), key=lambda t: t.number)
+    seed = next(t for t in trials if t.user_attrs.get("source") == "model")
+    retry = next(t for t in trials if t.user_attrs.get("retry_of") == seed.number)
+    assert seed.user_attrs["failure"]["class"] == "interrupted" and stopped
+    assert retry.user_attrs["source"] == "model" and retry.state != TrialState.FAIL
+    assert retry.user_attrs["layer"] == seed.user_attrs["layer"]
+    assert retry.user_attrs["argv"] == seed.user_attrs["argv"]
+    assert set(seed.user_attrs["layer"]) == {"max_running_requests", "cuda_graph_max_bs_decode"}
