@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from servetune.errors import TuningError
@@ -178,12 +179,7 @@ def summarize_trial(t, objectives, slos=(), space: dict[str, Any] | None = None)
             f"{pruned['incumbent']:.4g}"
         )
     if capacity:
-        uncertified = capacity.get("request_rate") is not None and capacity.get("certified") is False
-        note = (
-            (note + "; " if note else "")
-            + f"{len(capacity.get('steps') or [])} steps"
-            + (" (the bracket not certified)" if uncertified else "")
-        )
+        note = (note + "; " if note else "") + _search_note(t, capacity)
     return TrialSummary(
         number=t.number,
         state=state,
@@ -293,3 +289,17 @@ def _launched(t, params: dict[str, Any]) -> dict[str, Any]:
     None (unset), not the placeholder its sampler drew."""
     auto = set(t.user_attrs.get("auto") or ())
     return {k: None if k in auto else v for k, v in params.items()}
+
+
+def _search_note(t, capacity: dict[str, Any]) -> str:
+    """A capacity trial's search in a few words: its steps, those kept from a stopped launch of the same
+    config, and a bracket left uncertified."""
+    steps = capacity.get("steps") or []
+    kept = sum(1 for x in steps if x.get("resumed_from"))
+    where = Path(t.user_attrs.get("resumed_from") or "").name or "another run"
+    uncertified = capacity.get("request_rate") is not None and capacity.get("certified") is False
+    return (
+        f"{len(steps)} steps"
+        + (f", {kept} kept from the stopped launch in {where}" if kept else "")
+        + ("; the bracket not certified" if uncertified else "")
+    )

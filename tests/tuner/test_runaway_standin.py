@@ -116,3 +116,46 @@ def test_a_capacity_study_beats_the_baseline_and_cuts_the_slow_config(tune_env, 
     evidence = yaml.safe_load(out.read_text())["evidence"]
     assert evidence["slos"] == ["p90_ttft_ms<=150"] and evidence["capacity"]["slos"] == ["p90_ttft_ms<=150"]
     assert evidence["capacity"]["best"]["request_rate"] > 1.5 * evidence["capacity"]["baseline"]["request_rate"]
+
+
+def test_a_capacity_trial_stopped_part_way_keeps_its_finished_steps_when_the_study_resumes(tune_env, tmp_path):
+    """SIGINT (a job's time limit) once the baseline's search has finished two steps: exit 130. The same
+    command resumes; the baseline's launch (found by its config's hash) keeps those two steps as measured,
+    marked with the stopped launch's directory, runs on from there and reports them kept."""
+    import json
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    (tmp_path / "preset.yaml").write_text(PRESET)
+    argv = _argv(
+        tmp_path, CAP_LOAD, CAP_SPACE, "--preset", str(tmp_path / "preset.yaml"), "--objective", "capacity",
+        "--slo", "p90_ttft_ms<=150", "--start-rate", "16", "--step-seconds", "8", "--step-warmup-seconds", "0.5",
+        "--backlog-seconds", "2", "--warmup-wave", "4", "--resolution", "0.25", "--trials", "1",
+    )  # fmt: skip
+    env = dict(tune_env, SERVETUNE_STANDIN_TIME_SCALE="0.25")
+    first = tmp_path / "run" / "trial-0000" / "steps"
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(first.glob("0[1-9]-*/verdict.json"))) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    done = sorted(p.parent.name for p in first.glob("0[1-9]-*/verdict.json"))
+    assert len(done) >= 2
+
+    code, data, stderr = run_tune(argv, env)
+    assert code == 0, stderr
+    resumed = next(t for t in data["trials"] if t["state"] == "COMPLETE" and t.get("capacity"))
+    steps = resumed["capacity"]["steps"]
+    kept = [s for s in steps if s.get("resumed_from")]
+    assert [Path(s["resumed_from"]).name for s in kept] == done  # every finished step, in order
+    assert all(s["state"] == json.loads((first / n / "verdict.json").read_text())["state"] for s, n in zip(kept, done))
+    assert len(steps) > len(kept) and f"{len(kept)} kept from the stopped launch in trial-0000" in resumed["note"]
