@@ -6,7 +6,6 @@ from its log)."""
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -196,19 +195,13 @@ def plot_capacity(cap: Capacity, path: Path) -> Path | None:
     return path
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValueError):
-        return []
-
-
 def plot_timeline(parts: Sequence[tuple[str, Path]], slos: Sequence[str], path: Path, *, title: str) -> Path | None:
     """Steps one after another over time (`parts`: label and step directory): TTFT and TPOT of each
     request at its scheduled arrival, requests in flight (the client's count from the arrivals) beside
     SGLang's running and queued requests, and its KV token usage, from each step's `requests.jsonl`
     and `telemetry.jsonl`. None when matplotlib is missing or no step left records."""
     from servetune.bench._builtin import load_requests
+    from servetune.launch import read_telemetry
 
     plt = _pyplot()
     if plt is None:
@@ -233,7 +226,7 @@ def plot_timeline(parts: Sequence[tuple[str, Path]], slos: Sequence[str], path: 
             sum(1 for r in records if r.arrival - t0 <= g < (r.end - t0 if r.finished else end + 1)) for g in grid
         ]
         axes[2].plot([offset + g for g in grid], flight, color="tab:gray", lw=1)
-        tele = _read_jsonl(step_dir / "telemetry.jsonl")
+        tele = read_telemetry(step_dir / "telemetry.jsonl")
         decode = [x for x in tele if x.get("kind") == "decode"]
         if decode:
             tx = [offset + x["t"] - 0.0 for x in decode]

@@ -63,7 +63,7 @@ API (stable for `servetune launch`, `servetune bench`, the runner and the tuner)
 - Scheduler telemetry (`_telemetry`): `parse_scheduler_line(line)` (SGLang's `Prefill batch` /
   `Decode batch` log lines as records: kind, ts, normalized fields; None for other lines),
   `read_scheduler_lines(path, offset)` (tails a growing log), `write_telemetry(path, records, t0)`
-  (JSONL with `t`), `TELEMETRY_FIELDS`.
+  (JSONL with `t`; `read_telemetry(path)` reads it back), `TELEMETRY_FIELDS`.
 - Internals: `_http` (the stdlib HTTP probe), `_proc` (process groups, /proc listeners, start times).
 """
 
@@ -106,6 +106,7 @@ from servetune.launch._telemetry import (
     TELEMETRY_FIELDS,
     parse_scheduler_line,
     read_scheduler_lines,
+    read_telemetry,
     timed_records,
     write_telemetry,
 )
@@ -136,6 +137,7 @@ __all__ = [
     "parse_scheduler_line",
     "port_is_free",
     "read_scheduler_lines",
+    "read_telemetry",
     "timed_records",
     "read_server_record",
     "read_startup_phases",

@@ -172,3 +172,13 @@ def write_telemetry(path: str | os.PathLike[str], records: Iterable[dict[str, An
     """Write `records` to `path` as JSON lines, each with `t` (`timed_records`). The records are not changed."""
     lines = [json.dumps(record) + "\n" for record in timed_records(records, t0)]
     Path(path).write_text("".join(lines), encoding="utf-8")
+
+
+def read_telemetry(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records `write_telemetry` wrote to `path`; [] where it is missing or unreadable (telemetry is
+    kept where the server's log could be read, and nothing depends on it being there)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []

@@ -224,6 +224,7 @@ class _Steps:
         from servetune.bench.capacity import StepOutcome
         from servetune.bench.schema import Metrics
         from servetune.bench.verdict import StepVerdict
+        from servetune.launch import read_telemetry
 
         try:
             planned = json.loads((prior / "workload.json").read_text(encoding="utf-8"))
@@ -233,14 +234,9 @@ class _Steps:
             verdict = StepVerdict.model_validate_json((prior / "verdict.json").read_text(encoding="utf-8"))
             metrics = Metrics.model_validate_json((prior / "metrics.json").read_text(encoding="utf-8"))
             records = load_requests(prior / "requests.jsonl")
-            telemetry_file = prior / "telemetry.jsonl"
-            telemetry = (
-                [json.loads(line) for line in telemetry_file.read_text(encoding="utf-8").splitlines() if line.strip()]
-                if telemetry_file.is_file()
-                else []
-            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        telemetry = read_telemetry(prior / "telemetry.jsonl")
         shutil.copytree(prior, step_dir, dirs_exist_ok=True)
         return StepOutcome(
             verdict=verdict, metrics=metrics, run_dir=str(step_dir), resumed_from=str(prior),

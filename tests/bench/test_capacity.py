@@ -160,23 +160,30 @@ def test_a_rate_too_low_to_judge_in_the_longest_step_is_not_a_verdict():
     assert cap.steps[0].state == "invalid" and "not run" in cap.steps[0].why
 
 
+def _standin_search(*, max_steps: int):
+    """The stand-in (a real process and HTTP) with a running limit of 4, the resolved launch, a short text
+    workload, a p90 TTFT SLO and a short search over it: (runner, resolution, workload, slos, search)."""
+    from servetune.context import Context
+    from servetune.runner import CapacitySearch
+    from servetune.schema.workload import Workload
+    from servetune.testing import StandinRunner
+
+    workload = Workload(name="cap", summary="capacity test", max_concurrency=None, input_tokens=64, output_tokens=32)
+    resolution = Context.build("qwen3-8b", gpu="h200", sets=["max_running_requests=4"]).resolve()
+    search = CapacitySearch(start_rate=16.0, resolution=0.25, step_s=12.0, warmup_s=1.0, backlog_s=3.0, wave=8,
+                            max_steps=max_steps)  # fmt: skip
+    return StandinRunner(client="builtin"), resolution, workload, parse_slos(["p90_ttft_ms<=400"]), search
+
+
 def test_capacity_on_the_stand_in_server(tmp_path):
     """One launch of the stand-in (a real process and HTTP), the warm-up wave, steps with their own
     directories: requests with their schedule, the verdict, SGLang-style telemetry from its log."""
     import json
 
-    from servetune.context import Context
-    from servetune.runner import CapacitySearch, search_server
-    from servetune.schema.workload import Workload
-    from servetune.testing import StandinRunner
+    from servetune.runner import search_server
 
-    slos = parse_slos(["p90_ttft_ms<=400"])
-    workload = Workload(name="cap", summary="capacity test", max_concurrency=None, input_tokens=64, output_tokens=32)
-    ctx = Context.build("qwen3-8b", gpu="h200", sets=["max_running_requests=4"])
-    search = CapacitySearch(start_rate=16.0, resolution=0.25, step_s=12.0, warmup_s=1.0, backlog_s=3.0, wave=8,
-                            max_steps=8)  # fmt: skip
-    runner = StandinRunner(client="builtin")
-    with runner.start(ctx.resolve(), run_dir=tmp_path / "run") as server:
+    runner, resolution, workload, slos, search = _standin_search(max_steps=8)
+    with runner.start(resolution, run_dir=tmp_path / "run") as server:
         cap, failure, _ = search_server(runner, server, workload, slos, run_dir=tmp_path / "run", search=search)
     assert failure is None and cap is not None and cap.steps, cap
     assert cap.request_rate is not None, [(s.rate, s.state, s.why) for s in cap.steps]
@@ -198,29 +205,21 @@ def test_a_search_stopped_part_way_resumes_on_a_new_launch_keeping_the_steps_it_
     from a search of other sequences keeps nothing."""
     import json
 
-    from servetune.context import Context
-    from servetune.runner import CapacitySearch, search_server
-    from servetune.schema.workload import Workload
-    from servetune.testing import StandinRunner
+    from servetune.runner import search_server
 
-    slos = parse_slos(["p90_ttft_ms<=400"])
-    workload = Workload(name="cap", summary="capacity test", max_concurrency=None, input_tokens=64, output_tokens=32)
-    ctx = Context.build("qwen3-8b", gpu="h200", sets=["max_running_requests=4"])
-    search = CapacitySearch(start_rate=16.0, resolution=0.25, step_s=12.0, warmup_s=1.0, backlog_s=3.0, wave=8,
-                            max_steps=10)  # fmt: skip
-    runner = StandinRunner(client="builtin")
+    runner, resolution, workload, slos, search = _standin_search(max_steps=10)
     first = tmp_path / "first"
 
     def three_done() -> bool:
         return len(list((first / "steps").glob("0[1-9]-*/verdict.json"))) >= 3
 
-    with pytest.raises(KeyboardInterrupt), runner.start(ctx.resolve(), run_dir=first) as server:
+    with pytest.raises(KeyboardInterrupt), runner.start(resolution, run_dir=first) as server:
         search_server(runner, server, workload, slos, run_dir=first, search=search, stop=three_done)
     started = sorted(p.name for p in (first / "steps").iterdir() if p.name != "00-warmup")
     assert len(started) == 4 and not (first / "steps" / started[3] / "verdict.json").exists(), started
 
     second = tmp_path / "second"
-    with runner.start(ctx.resolve(), run_dir=second) as server:
+    with runner.start(resolution, run_dir=second) as server:
         cap, failure, _ = search_server(runner, server, workload, slos, run_dir=second, search=search, resume=first)
     assert failure is None and cap is not None and cap.certified, cap.note
     kept, ran = cap.steps[:3], cap.steps[3:]
@@ -234,7 +233,7 @@ def test_a_search_stopped_part_way_resumes_on_a_new_launch_keeping_the_steps_it_
     assert (second / "steps" / started[3] / "verdict.json").exists()
 
     other = tmp_path / "other"
-    with runner.start(ctx.resolve(), run_dir=other) as server:
+    with runner.start(resolution, run_dir=other) as server:
         cap, _, _ = search_server(runner, server, workload, slos, run_dir=other, resume=first,
                                   search=dataclasses.replace(search, seed=7, max_steps=1))  # fmt: skip
     assert [s.resumed_from for s in cap.steps] == [None]

@@ -18,6 +18,7 @@ from servetune.launch import (
     TELEMETRY_FIELDS,
     parse_scheduler_line,
     read_scheduler_lines,
+    read_telemetry,
     start_server,
     write_telemetry,
 )
@@ -307,6 +308,7 @@ def test_write_telemetry_spreads_records_sharing_a_second(tmp_path):
     write_telemetry(out, records, t0)
     assert json.dumps(records) == before  # not changed
     rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert read_telemetry(out) == rows and read_telemetry(tmp_path / "missing.jsonl") == []
     assert [r["t"] for r in rows] == [0.5, 1.5, 1.833, 2.167, 3.5]
     assert [r["ts"] for r in rows] == [r["ts"] for r in records]
     assert [{k: v for k, v in r.items() if k != "t"} for r in rows] == records
