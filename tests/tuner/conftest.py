@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,13 @@ def load_trials(storage: str, study: str | None = None):
     if study is None:
         study = optuna.study.get_all_study_names(storage)[0]
     return optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+
+
+def wait_until(predicate, timeout: float, poll: float = 0.2) -> bool:
+    """Whether `predicate()` turned true within `timeout` seconds (asked every `poll` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(poll)
+    return False

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from tests.tuner.conftest import load_trials, run_tune, tune_argv
+from tests.tuner.conftest import wait_until as _wait
 
 
 def test_crashing_servers_are_recorded_as_failed_trials_and_nothing_is_written(
@@ -33,15 +33,6 @@ def test_crashing_servers_are_recorded_as_failed_trials_and_nothing_is_written(
         env,
     )
     assert code == 1 and "no feasible trial" in stderr and "Traceback" not in stderr
-
-
-def _wait(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def test_resume_after_kill_9_keeps_completed_trials_and_fails_the_interrupted_one(

@@ -9,7 +9,7 @@ import sys
 import yaml
 
 from servetune.testing.standin import expected_throughput
-from tests.tuner.conftest import GPU, MODEL, STANDIN, load_trials, run_tune
+from tests.tuner.conftest import GPU, MODEL, STANDIN, load_trials, run_tune, wait_until
 
 SLOW_LOAD = """\
 name: slow-test
@@ -125,7 +125,6 @@ def test_a_capacity_trial_stopped_part_way_keeps_its_finished_steps_when_the_stu
     import json
     import signal
     import subprocess
-    import time
     from pathlib import Path
 
     (tmp_path / "preset.yaml").write_text(PRESET)
@@ -138,10 +137,9 @@ def test_a_capacity_trial_stopped_part_way_keeps_its_finished_steps_when_the_stu
     first = tmp_path / "run" / "trial-0000" / "steps"
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while len(list(first.glob("0[1-9]-*/verdict.json"))) < 2 and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read()
-            time.sleep(0.1)
+        two_done = wait_until(lambda: proc.poll() is not None or len(list(first.glob("0[1-9]-*/verdict.json"))) >= 2,
+                              120, poll=0.1)  # fmt: skip
+        assert two_done and proc.poll() is None, proc.stderr.read() if proc.poll() is not None else "timed out"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
