@@ -240,7 +240,7 @@ async def _run(
             executor.shutdown(wait=False, cancel_futures=True)
     if run_dir is not None:
         (Path(run_dir) / "builtin_metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        _write_requests(Path(run_dir) / "requests.jsonl", sent)
+        write_requests(Path(run_dir) / "requests.jsonl", sent)
     return metrics
 
 
@@ -276,7 +276,7 @@ REQUEST_FIELDS = (
 """What `requests.jsonl` keeps of each request (times in s on the run's clock, from its first send)."""
 
 
-def _write_requests(path: Path, records: list[RequestRecord]) -> None:
+def write_requests(path: Path, records: list[RequestRecord]) -> None:
     """One line per measured request sent, in arrival order (an unfinished one was cancelled when
     the run stopped), so the metrics and a step's verdict can be recomputed from the raw data
     (`load_requests`). Inter-token gaps are left out (size)."""

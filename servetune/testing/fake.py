@@ -100,6 +100,9 @@ class FakeRunner(BaseRunner):
             gives them. A True `should_stop` ends the run with the partial metrics and
             `stopped_early=True`. False (default): `should_stop` is never called.
         server_info: `FakeCall -> dict`, what `/server_info` would report (default {}).
+        files: Write each run's record as the real runner and client do (`record`'s JSON files, and a
+            simulated step's `workload.json`, `metrics.json` and `requests.jsonl`), so a stopped
+            capacity search can be resumed from its directory. False (default): nothing is written.
 
     Attributes:
         calls: Every `FakeCall`, in order (thread-safe: the tuner's slots may call at once).
@@ -111,10 +114,12 @@ class FakeRunner(BaseRunner):
         *,
         progress: bool | Callable[[FakeCall, int], Mapping[str, Any]] = False,
         server_info: Callable[[FakeCall], dict[str, Any]] | None = None,
+        files: bool = False,
     ) -> None:
         self.measure_fn = measure_fn
         self.progress = progress
         self.server_info = server_info
+        self.files = files
         self.calls: list[FakeCall] = []
         self._lock = threading.Lock()
 
@@ -156,7 +161,9 @@ class FakeRunner(BaseRunner):
         return FakeServer(self, resolution, Path(run_dir), gpus, info)
 
     def record(self, run_dir: Path, name: str, data: Any) -> None:
-        """Writes nothing: the fake keeps its record in `calls`."""
+        """Writes nothing unless `files`: the fake keeps its record in `calls`."""
+        if self.files:
+            super().record(run_dir, name, data)
 
     def _record(self, resolution, workload, run_dir, requests, gpus, guard=None, slos=()) -> FakeCall:
         gpus = tuple(gpus) if gpus is not None else None
@@ -229,17 +236,20 @@ class FakeServer(BaseServer):
         if isinstance(out, list):
             out = SimulatedRun(out, [])
         if isinstance(out, SimulatedRun):  # a step's records: judged as the builtin client would have
-            return self._replay(out, workload, slos, judge)
+            return self._replay(out, workload, slos, judge, run_dir if self.runner.files else None)
         if not isinstance(out, Mapping):  # a `Metrics`: as the builtin client returns it
             return out
         return self.runner._drive(call, dict(out), on_progress, should_stop)
 
-    def _replay(self, run, workload: Workload, slos: Sequence[LatencySlo], judge: StepJudge | None) -> Any:
+    def _replay(
+        self, run, workload: Workload, slos: Sequence[LatencySlo], judge: StepJudge | None, run_dir: Path | None
+    ) -> Any:
         """A simulated step's records, as the builtin client would have seen them up to the judge's
         decision, and its scheduler records (SGLang's lines, `ts` on this bench's clock) kept for
-        `telemetry_since`."""
+        `telemetry_since`; in `run_dir` (when given) the files the client writes."""
         import time
 
+        from servetune.bench._builtin import write_requests
         from servetune.bench.verdict import replay
         from servetune.testing.simulated import measure
 
@@ -251,7 +261,13 @@ class FakeServer(BaseServer):
         self._telemetry += [{**{k: v for k, v in t.items() if k != "t"}, "ts": started + t["t"]}
                             for t in run.telemetry if t["t"] <= until]  # fmt: skip
         metrics = measure(seen, slos, workload.request_rate or 0.0)
-        return metrics.model_copy(update={"started_at": started}) if metrics is not None else None
+        metrics = metrics.model_copy(update={"started_at": started}) if metrics is not None else None
+        if run_dir is not None and metrics is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "workload.json").write_text(workload.model_dump_json(indent=2) + "\n", encoding="utf-8")
+            (run_dir / "metrics.json").write_text(metrics.model_dump_json(indent=2) + "\n", encoding="utf-8")
+            write_requests(run_dir / "requests.jsonl", list(seen))
+        return metrics
 
     def telemetry_mark(self) -> int | None:
         return len(self._telemetry)

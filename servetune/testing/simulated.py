@@ -454,10 +454,11 @@ class _StandinSim:
         self.telemetry.append(record)
 
 
-def standin_runner(*, noise: float = 0.05, salt: int = 0, **server: Any):
+def standin_runner(*, noise: float = 0.05, salt: int = 0, files: bool = False, **server: Any):
     """A `FakeRunner` whose launches are `StandinServer`s of the trial's argv: a capacity study over
     the stand-in's landscape in simulated time (each capacity step served in simulation, its
     telemetry kept; each launch its own noise factor, from its run directory's name and `salt`).
+    `files`: write each step's files as the real client does (`FakeRunner`'s `files`).
     `server`: the `StandinServer` fields of the traffic (input/output tokens, images, ...)."""
     import zlib
 
@@ -478,4 +479,4 @@ def standin_runner(*, noise: float = 0.05, salt: int = 0, **server: Any):
     def server_info(call) -> dict[str, Any]:
         return spec(call).resolved()
 
-    return FakeRunner(measure, server_info=server_info)
+    return FakeRunner(measure, server_info=server_info, files=files)

@@ -11,7 +11,8 @@ A capacity confirmation is long (on the H200 each round is a launch and a search
 6 minutes), longer than a lent GPU window. Each measurement is written to the study as it ends (`JOURNAL`,
 keyed by the confirmation's plan); a run stopped part-way (Ctrl-C, a killed process, a job's time limit)
 and run again with the same study goes on where it stopped, reusing what was measured, in the same
-directory. A measurement cut short is measured again (its partial directory kept aside).
+directory. A search cut short goes on from the steps it finished (its partial directory kept aside as
+`NAME.interrupted-K`, the kept steps copied from there); a soak cut short is run again.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ def confirm(
         on_event(ConfirmResumed(measured=len(journal["done"]), run_dir=journal["run_dir"]))
     out_dir = Path(journal["run_dir"]) if journal["run_dir"] else _confirm_dir(s.run_dir, len(history))
     journal["run_dir"] = str(out_dir)
+    s.study.set_user_attr(JOURNAL, journal)  # before the first measurement: one stopped in it resumes here
 
     def measure(number: Hashable) -> tuple[float | None, str | None]:
         t = by_number[number]
@@ -163,9 +165,10 @@ def confirm(
         if key in journal["done"]:
             value, failure = journal["done"][key]
             return value, failure
+        run_dir, partial = _set_aside(out_dir / f"r{counter[t.number]}-trial-{t.number:04d}")
         m = _remeasure(
-            s, runner, t, _fresh(out_dir / f"r{counter[t.number]}-trial-{t.number:04d}"),
-            guarded=t is not baseline, reference=reference, stop=stop, round_=counter[t.number],
+            s, runner, t, run_dir, guarded=t is not baseline, reference=reference, stop=stop,
+            round_=counter[t.number], resume=partial,
         )  # fmt: skip
         if stop.is_set():
             raise KeyboardInterrupt
@@ -223,12 +226,20 @@ def _write(s: StudySetup, journal: dict[str, Any], key: str, value: Any) -> None
 
 def _fresh(run_dir: Path) -> Path:
     """`run_dir`, with what an interrupted measurement left there moved aside (`NAME.interrupted-K`)."""
-    if run_dir.exists():
-        k = 1
-        while run_dir.with_name(f"{run_dir.name}.interrupted-{k}").exists():
-            k += 1
-        run_dir.rename(run_dir.with_name(f"{run_dir.name}.interrupted-{k}"))
-    return run_dir
+    return _set_aside(run_dir)[0]
+
+
+def _set_aside(run_dir: Path) -> tuple[Path, Path | None]:
+    """(`run_dir`, where what an interrupted measurement left there was moved: `NAME.interrupted-K`, or
+    None). A capacity search resumes from it: the steps it finished are kept, the rest run again."""
+    if not run_dir.exists():
+        return run_dir, None
+    k = 1
+    while run_dir.with_name(f"{run_dir.name}.interrupted-{k}").exists():
+        k += 1
+    aside = run_dir.with_name(f"{run_dir.name}.interrupted-{k}")
+    run_dir.rename(aside)
+    return run_dir, aside
 
 
 def in_turn(
@@ -383,10 +394,12 @@ def _remeasure(
     reference: float | None,
     stop: threading.Event,
     round_: int = 1,
+    resume: Path | None = None,
 ) -> Outcome:
     """One confirmation round of trial `t`: a fresh capacity search (starting at its own capacity,
-    seeded by the round: every config of one round meets the same step sequences) or a benchmark run
-    (a finalist's guarded against runaways), in `run_dir`."""
+    seeded by the round: every config of one round meets the same step sequences; `resume`: the directory
+    of this round's search stopped part-way, whose finished steps are kept) or a benchmark run (a
+    finalist's guarded against runaways), in `run_dir`."""
     res = s.resolve(t.layer, source=t.source)
     if s.capacity:
         search = dataclasses.replace(s.confirm_search, seed=round_)
@@ -394,7 +407,7 @@ def _remeasure(
             search = dataclasses.replace(search, start_rate=t.values[0])
         return evaluate_capacity(
             runner, res, workload=s.workload, slos=s.latency_slos, search=search, slot=s.slots[0],
-            run_dir=run_dir, stop=stop.is_set,
+            run_dir=run_dir, stop=stop.is_set, resume=resume,
         )  # fmt: skip
     return evaluate(
         runner,

@@ -21,7 +21,7 @@ from servetune.tuner._evaluate import Slot
 from servetune.tuner._options import TuneOptions
 from servetune.tuner._params import baseline_params, encode_params, ordinal_values
 from servetune.tuner._result import TrialSummary, summarize_trial
-from servetune.tuner.events import LostTrials
+from servetune.tuner.events import LostTrials, VoidRetries
 from servetune.tuner.objectives import CAPACITY, Objective, parse_constraint, parse_objectives
 from servetune.tuner.space import ResolvedSpace, build_space, default_space_name, load_shipped_space
 
@@ -164,6 +164,9 @@ def prepare(options: TuneOptions, *, on_event: Callable[[Any], None]) -> StudySe
     lost = _storage.fail_lost_trials(setup.study, setup.storage)
     if lost:
         on_event(LostTrials(tuple(lost)))
+    void = _storage.requeue_void_retries(setup.study)
+    if void:
+        on_event(VoidRetries(tuple(void)))
     return setup
 
 

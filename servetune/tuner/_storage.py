@@ -290,6 +290,32 @@ def retry_lost_trial(study, trial) -> None:
     )
 
 
+def requeue_void_retries(study) -> list[int]:
+    """Queue again each trial whose every retry launched another config than it (`config_hash` differs):
+    such a retry measured something else, so the trial it repeats was never measured. Studies written
+    before retries kept `auto` (`RETRY_KEEPS`) hold them: a model seed's retry launched the sampler's
+    placeholders for the fields the seed leaves to SGLang. Done once: the new retry has `retry_of` too.
+    Returns the trial numbers queued again."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    by_number = {t.number: t for t in trials}
+    retries: dict[int, list] = {}
+    for t in trials:
+        if isinstance(t.user_attrs.get("retry_of"), int):
+            retries.setdefault(t.user_attrs["retry_of"], []).append(t)
+    queued = []
+    for number, tries in sorted(retries.items()):
+        original = by_number.get(number)
+        want = original.user_attrs.get("config_hash") if original is not None else None
+        if want is None or original.state != TrialState.FAIL or is_config_failure(original):
+            continue
+        if all(t.state.is_finished() and t.user_attrs.get("config_hash") not in (None, want) for t in tries):
+            retry_lost_trial(study, original)
+            queued.append(number)
+    return queued
+
+
 def failure_of(trial) -> dict[str, Any] | None:
     """A FAIL trial's failure record; one failed by Optuna's heartbeat check has none, so it
     reads as `worker_lost` (the attribute cannot be written once the trial is finished)."""

@@ -29,6 +29,7 @@ __all__ = [
     "TrialFinished",
     "TrialStarted",
     "TuneEvent",
+    "VoidRetries",
 ]
 
 
@@ -58,6 +59,14 @@ class StudyStarted:
 @dataclass(frozen=True)
 class LostTrials:
     """Trials whose worker died were marked failed and a retry of each was queued."""
+
+    trials: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class VoidRetries:
+    """Trials whose retry launched another config than theirs (a study from before retries kept the
+    fields left to SGLang) were queued again: what their retry measured was not their config."""
 
     trials: tuple[int, ...]
 
@@ -173,6 +182,7 @@ class Confirmed:
 TuneEvent = Union[
     StudyStarted,
     LostTrials,
+    VoidRetries,
     TrialStarted,
     TrialFinished,
     Converged,

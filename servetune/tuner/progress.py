@@ -67,6 +67,11 @@ class TuneProgress:
                 p.console.print("left out of the space: " + ", ".join(f"{k} ({v})" for k, v in event.dropped.items()))
         elif isinstance(event, ev.LostTrials):
             p.console.print(f"[yellow]marked failed (worker gone), retry queued: trials {list(event.trials)}[/]")
+        elif isinstance(event, ev.VoidRetries):
+            p.console.print(
+                f"[yellow]queued again: trials {list(event.trials)} (their retry launched another config, "
+                "so they were never measured)[/]"
+            )
         elif isinstance(event, ev.TrialFinished) and self._task is not None:
             self._trial_line(p, event)
         elif isinstance(event, ev.Converged):

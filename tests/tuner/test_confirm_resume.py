@@ -4,6 +4,7 @@ with the same study. On the stand-in's landscape in simulated time (`testing.sim
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,10 @@ from servetune.tuner import Tuner
 from servetune.tuner.events import ConfirmResumed, ConfirmRound
 
 
-def _tuner(tmp_path: Path, on_event) -> tuple[Tuner, object]:
+def _tuner(tmp_path: Path, on_event, *, files: bool = False) -> tuple[Tuner, object]:
     options = study_options(tmp_path, trials=3, confirm_rounds=2, confirm_soak_seconds=40, confirm_step_seconds=40,
                             study="resume")  # fmt: skip
-    runner = standin_runner(input_tokens=128, output_tokens=128, images=1)
+    runner = standin_runner(input_tokens=128, output_tokens=128, images=1, files=files)
     return Tuner(options, runner=runner, on_event=on_event), runner
 
 
@@ -69,3 +70,43 @@ def test_a_confirmation_stopped_part_way_goes_on_where_it_stopped(tmp_path):
     assert record["run_dir"] == str(confirm_dir) and record["soaks"]
     assert again.study.user_attrs["confirm_journal"] is None  # finished: a later confirmation starts afresh
     assert result.confirmation is not None and all(n.startswith(("r1-", "r2-", "soak-")) for n in first + second)
+
+
+def test_a_confirmation_search_stopped_between_its_steps_keeps_the_steps_it_finished(tmp_path):
+    """A job's time limit inside one round's search (here in its third step): the run again sets the partial
+    directory aside and the search goes on from its third step, the first two kept as measured."""
+    holder: dict = {}
+    tuner, runner = _tuner(tmp_path, lambda event: None, files=True)
+    holder["tuner"] = tuner
+    confirm_dir = tmp_path / "study" / "confirm"
+    measure_fn = runner.measure_fn
+    stepped: list[Path] = []
+
+    def stop_in_the_third_confirmation_step(call):
+        out = measure_fn(call)
+        rated = call.workload.request_rate is not None  # not the launch's warm-up wave
+        if rated and call.run_dir.is_relative_to(confirm_dir) and call.run_dir.parent.name == "steps":
+            stepped.append(call.run_dir)
+            if len(stepped) == 3:
+                holder["tuner"].stop()
+        return out
+
+    runner.measure_fn = stop_in_the_third_confirmation_step
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run()
+    (launch,) = {p.parent.parent for p in stepped}
+    assert not (stepped[2] / "verdict.json").exists()
+    stepped = stepped[:2]  # finished
+    assert not (launch / "capacity.json").exists()
+
+    again, runner2 = _tuner(tmp_path, lambda event: None, files=True)
+    again.run()
+    aside = launch.with_name(f"{launch.name}.interrupted-1")
+    assert aside.is_dir() and {p.name for p in stepped} <= {p.name for p in (aside / "steps").iterdir()}
+    served = [c.run_dir.name for c in runner2.calls if c.run_dir.parent == launch / "steps" and c.workload.request_rate]
+    assert served and not set(served) & {p.name for p in stepped}  # the two finished steps were not served again
+    steps = json.loads((launch / "capacity.json").read_text())["steps"]
+    kept = [s for s in steps if s.get("resumed_from")]
+    assert [Path(s["resumed_from"]).name for s in kept] == [p.name for p in stepped]
+    assert all(Path(s["resumed_from"]).parent.parent == aside for s in kept)
+    assert again.study.user_attrs["confirmation"]["rounds"] == 2

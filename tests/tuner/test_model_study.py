@@ -126,10 +126,9 @@ def test_a_float_on_a_step_grid_is_the_grids_value():
     assert suggest(study.ask(), space) == {"mem_fraction_static": 0.88}
 
 
-def test_an_interrupted_seed_is_retried_as_the_same_launch(tmp_path):
-    """Ctrl-C during the model's seed (a real case on the H200: a job's time limit) queues a retry; the
-    resumed study launches the retry with the seed's own argv, not with placeholder values for the
-    fields the baseline left to SGLang (those fields stay unset), and it stays the model's trial."""
+def _a_study_stopped_in_its_seed(tmp_path):
+    """A 3-launch study on the stand-in, stopped (as by Ctrl-C) when it launches the model's seed:
+    (options, runner, the argv it was stopped at)."""
     options = study_options(tmp_path, trials=3)
     runner = standin_runner(input_tokens=128, output_tokens=128, images=1)
     measure, stopped = runner.measure_fn, []
@@ -143,6 +142,14 @@ def test_an_interrupted_seed_is_retried_as_the_same_launch(tmp_path):
     runner.measure_fn = stop_the_seed_once
     with pytest.raises(KeyboardInterrupt):
         Tuner(options, runner=runner).run()
+    return options, runner, stopped
+
+
+def test_an_interrupted_seed_is_retried_as_the_same_launch(tmp_path):
+    """Ctrl-C during the model's seed (a real case on the H200: a job's time limit) queues a retry; the
+    resumed study launches the retry with the seed's own argv, not with placeholder values for the
+    fields the baseline left to SGLang (those fields stay unset), and it stays the model's trial."""
+    options, runner, stopped = _a_study_stopped_in_its_seed(tmp_path)
     tuner = Tuner(options, runner=runner)
     tuner.run()
     trials = sorted(tuner.study.get_trials(deepcopy=False), key=lambda t: t.number)
@@ -153,3 +160,37 @@ def test_an_interrupted_seed_is_retried_as_the_same_launch(tmp_path):
     assert retry.user_attrs["layer"] == seed.user_attrs["layer"]
     assert retry.user_attrs["argv"] == seed.user_attrs["argv"]
     assert set(seed.user_attrs["layer"]) == {"max_running_requests", "cuda_graph_max_bs_decode"}
+
+
+def test_a_seed_whose_retry_launched_another_config_is_queued_again(tmp_path):
+    """The H200 study of session 14: the seed was stopped, and its retry (written before retries kept
+    `auto`) launched the sampler's placeholders, another config. Resumed, the study queues the seed once
+    more (`VoidRetries`), and that retry launches the seed's own argv; a later resume queues nothing."""
+    from servetune.tuner import _storage
+    from servetune.tuner.events import VoidRetries
+
+    options, runner, stopped = _a_study_stopped_in_its_seed(tmp_path)
+    tuner = Tuner(options, runner=runner)
+    tuner.prepare()
+    (waiting,) = tuner.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    tid = _storage.trial_id(tuner.setup.storage, tuner.study, waiting.number)
+    tuner.setup.storage.set_trial_user_attr(tid, "auto", [])  # the retry as the old code queued it
+    tuner.run()
+    trials = {t.number: t for t in tuner.study.get_trials(deepcopy=False)}
+    seed = next(t for t in trials.values() if t.user_attrs.get("source") == "model")
+    void = trials[waiting.number]
+    assert void.user_attrs["retry_of"] == seed.number
+    assert void.user_attrs["config_hash"] != seed.user_attrs["config_hash"]
+
+    events: list = []
+    again = Tuner(study_options(tmp_path, trials=4), runner=runner, on_event=events.append)
+    again.run()
+    assert [e.trials for e in events if isinstance(e, VoidRetries)] == [(seed.number,)]
+    (retry,) = [t for t in again.study.get_trials(deepcopy=False)
+                if t.user_attrs.get("retry_of") == seed.number and t.number != void.number]  # fmt: skip
+    assert retry.state != TrialState.FAIL and retry.user_attrs["source"] == "model"
+    assert retry.user_attrs["argv"] == seed.user_attrs["argv"]
+
+    later: list = []
+    Tuner(study_options(tmp_path, trials=4), runner=runner, on_event=later.append).prepare()
+    assert not [e for e in later if isinstance(e, VoidRetries)]
