@@ -77,6 +77,9 @@ class TuneResult:
     longer steps); `confirmation` is the newest."""
     model: dict[str, Any] | None = None
     """A capacity study's server model record (`tuner._model`: the fit, its evidence, its seed)."""
+    unfinished: dict[str, Any] | None = None
+    """A confirmation a stopped run left part-way (`tuner._confirm`'s journal: its plan and what it measured),
+    which the same command resumes; None when there is none."""
 
     def model_error(self) -> dict[str, Any] | None:
         """How far the model's predictions were from the measured capacities: per trial that has both
@@ -134,6 +137,7 @@ class TuneResult:
             "trial_time": self.trial_time(),
             "model": self.model,
             "model_error": self.model_error(),
+            "confirmation_unfinished": self.unfinished,
             "meta": self.meta,
         }
 
@@ -281,6 +285,7 @@ def load_result(study, storage_url: str) -> TuneResult:
         meta=meta,
         confirmations=confirmation_history(study.user_attrs),
         model=study.user_attrs.get("server_model"),
+        unfinished=study.user_attrs.get("confirm_journal") or None,
     )
 
 

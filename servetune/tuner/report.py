@@ -82,6 +82,38 @@ def print_summary(result: TuneResult, console=None) -> None:
             f"  an earlier confirmation: trial {conf.get('chosen_trial')} {conf.get('chosen_ratio', 1.0):.3f}x "
             f"({_confirmed(conf)})"
         )
+    if result.unfinished:
+        console.print(_unfinished(result.unfinished))
+
+
+def _unfinished(journal: dict[str, Any]) -> str:
+    """A confirmation stopped part-way, as far as it measured: each config's rounds, each finalist's ratios
+    to the baseline's same round, the soaks done; the same command resumes it."""
+    plan, done = journal.get("plan") or {}, journal.get("done") or {}
+    base, rounds = plan.get("baseline"), int(plan.get("rounds") or 0)
+
+    def values(number: Any) -> list[float | None]:
+        return [(done.get(f"{number}/{k}") or [None])[0] for k in range(1, rounds + 1) if f"{number}/{k}" in done]
+
+    parts = []
+    for number in [base, *(plan.get("finalists") or [])]:
+        got = values(number)
+        if not got:
+            continue
+        text = f"trial {number}: " + ", ".join(_fmt(v) for v in got)
+        if number != base:
+            ratios = [v / b for v, b in zip(got, values(base)) if v and b]
+            text += f" (x{', x'.join(f'{r:.3f}' for r in ratios)} the baseline's round)" if ratios else ""
+        parts.append(text)
+    soaks = [v for k, v in done.items() if k.startswith("soak/") and isinstance(v, dict)]
+    soak_s = plan.get("soak_s") or 0
+    parts += [f"soak of trial {k.get('trial')} at {_fmt(k.get('rate'))} req/s: {k.get('state')}" for k in soaks]
+    pending = f"; soaks of {soak_s:g} s pending" if soak_s and not soaks else ""
+    measured = "; ".join(parts) or "nothing measured yet"
+    return (
+        f"[yellow]confirmation unfinished[/] ({rounds} rounds, baseline trial {base}, finalists "
+        f"{plan.get('finalists')}): {measured}{pending}; the same command resumes it"
+    )
 
 
 def _console():

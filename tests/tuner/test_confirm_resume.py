@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from benchmarks.study_model import study_options
 from servetune.testing.simulated import standin_runner
 from servetune.tuner import Tuner
 from servetune.tuner.events import ConfirmResumed, ConfirmRound
+from servetune.tuner.report import print_summary
 
 
 def _tuner(tmp_path: Path, on_event, *, files: bool = False) -> tuple[Tuner, object]:
@@ -53,6 +55,13 @@ def test_a_confirmation_stopped_part_way_goes_on_where_it_stopped(tmp_path):
         f"{n}/1" for n in [journal["plan"]["baseline"], *journal["plan"]["finalists"][:1]]
     )
     assert journal["run_dir"] == str(confirm_dir) and "confirmation" not in tuner.study.user_attrs
+    console = Console(record=True, width=400)
+    print_summary(tuner.result(), console=console)  # what `tune report` says of it
+    base, finalist = journal["plan"]["baseline"], journal["plan"]["finalists"][0]
+    ratio = journal["done"][f"{finalist}/1"][0] / journal["done"][f"{base}/1"][0]
+    said = console.export_text()
+    assert "confirmation unfinished" in said and f"x{ratio:.3f} the baseline's round" in said
+    assert f"trial {base}: {journal['done'][f'{base}/1'][0]:.4g};" in said and "soaks of 40 s pending" in said
 
     events: list = []
     again, runner2 = _tuner(tmp_path, events.append)
