@@ -224,11 +224,6 @@ def _write(s: StudySetup, journal: dict[str, Any], key: str, value: Any) -> None
     s.study.set_user_attr(JOURNAL, journal)
 
 
-def _fresh(run_dir: Path) -> Path:
-    """`run_dir`, with what an interrupted measurement left there moved aside (`NAME.interrupted-K`)."""
-    return _set_aside(run_dir)[0]
-
-
 def _set_aside(run_dir: Path) -> tuple[Path, Path | None]:
     """(`run_dir`, where what an interrupted measurement left there was moved: `NAME.interrupted-K`, or
     None). A capacity search resumes from it: the steps it finished are kept, the rest run again."""
@@ -368,7 +363,7 @@ def _soak(
     seconds = s.options.confirm_soak_seconds
     m = measure_soak(
         runner, s.resolve(t.layer, source=t.source), s.workload, s.latency_slos, rate=rate, seconds=seconds,
-        run_dir=_fresh(out_dir / f"soak-trial-{t.number:04d}"), search=s.confirm_search, tries=tries,
+        run_dir=_set_aside(out_dir / f"soak-trial-{t.number:04d}")[0], search=s.confirm_search, tries=tries,
         gpus=s.slots[0].gpus, stop=stop.is_set,
     )  # fmt: skip
     if stop.is_set():

@@ -76,6 +76,8 @@ def print_summary(result: TuneResult, console=None) -> None:
     ratio = result.ratio()
     if ratio is not None:
         spread = f" ({_confirmed(result.confirmation)})" if result.confirmation else ""
+        if result.unfinished and not result.confirmation:
+            spread = " (the study's own figures, not measured side by side; the confirmation below re-measures both)"
         console.print(f"tuned/baseline: [bold]{ratio:.3f}x[/]{spread}")
     for conf in result.confirmations[:-1]:
         console.print(

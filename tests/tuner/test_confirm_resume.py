@@ -61,6 +61,7 @@ def test_a_confirmation_stopped_part_way_goes_on_where_it_stopped(tmp_path):
     ratio = journal["done"][f"{finalist}/1"][0] / journal["done"][f"{base}/1"][0]
     said = console.export_text()
     assert "confirmation unfinished" in said and f"x{ratio:.3f} the baseline's round" in said
+    assert "the study's own figures" in said  # the ratio above it is not the confirmation's
     assert f"trial {base}: {journal['done'][f'{base}/1'][0]:.4g};" in said and "soaks of 40 s pending" in said
 
     events: list = []
