@@ -278,12 +278,12 @@ def test_the_h200_step_that_certified_16_15_counts_its_burst_of_failures_once():
 def test_a_recorded_step_replays_its_cancelled_requests_as_still_in_flight(tmp_path):
     """A step stopped at its verdict cancels what is in flight; `requests.jsonl` keeps those unfinished,
     and a replay of it counts them as in flight (over a bound once they waited past it), not as failed."""
-    from servetune.bench._builtin import _write_requests
+    from servetune.bench._builtin import write_requests
 
     records = CoinServer(share=0.0).serve(arrivals(10.0, 600, 8), 8)
     for r in records[-30:]:  # the last 30 never got an answer before the step stopped
         r.finished, r.success, r.ttft, r.latency = False, False, 0.0, 0.0
-    _write_requests(tmp_path / "requests.jsonl", records)
+    write_requests(tmp_path / "requests.jsonl", records)
     loaded = load_requests(tmp_path / "requests.jsonl")
     assert sum(not r.finished for r in loaded) == 30
     stop = max(r.start for r in records) + 3.0
