@@ -326,11 +326,13 @@ def _steps(trial) -> list:
 
 
 def _enqueue_seed(setup: StudySetup, record: dict[str, Any], found, best, narrowed: ResolvedSpace,
-                  running: str | None, graph: str | None) -> None:  # fmt: skip
-    """Store the model's seed in `record` and enqueue it (`source: "model"`)."""
+                  running: str | None, graph: str | None, into: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """Store the model's seed in `into` (default `record`; a refit after the seed keeps the first seed
+    there and stores its own in the refit) and enqueue it (`source: "model"`)."""
     values, capacity, runners = found
     changed = {k: v for k, v in values.items() if k in (running, graph)}
-    record["seed"] = {"values": changed, "predicted": round(capacity, 4), "runners_up": runners}
+    (record if into is None else into)["seed"] = {"values": changed, "predicted": round(capacity, 4),
+                                                  "runners_up": runners}  # fmt: skip
     if "probe" not in record:
         record.pop("note", None)  # a refit's seed keeps the note that made the probe
     setup.study.set_user_attr(STUDY_ATTR, record)
@@ -399,32 +401,47 @@ def _snapped(dist: Distribution, value: float) -> Any:
 
 
 def _refit(setup: StudySetup, trials: list, record: dict[str, Any]) -> dict[str, Any] | None:
-    """Once the probe ran: refit on the baseline's and the probe's searches (each at its own running limit),
-    store the refit and enqueue its seed; None before (or without) a probe, or once refitted."""
+    """Once the probe ran, or else the model's seed measured a capacity: refit on the baseline's search and
+    that one (each at its own running limit: a pinned batch separates decode growth from prefill stall),
+    store the refit and enqueue its seed: after a probe always, after the seed only where it predicts a
+    config the seed did not run at least the resolution above the seed's measured capacity. None before
+    (or without) either, or once refitted."""
     from optuna.trial import TrialState
 
     from servetune.bench.servermodel import Search, ServerModel
 
-    if "probe" not in record or "refit" in record:
+    if "refit" in record:
         return None
-    probe_trial = next((t for t in trials if t.user_attrs.get("source") == "probe"), None)
-    if probe_trial is None or probe_trial.state in (TrialState.WAITING, TrialState.RUNNING):
+    of = "probe" if "probe" in record else "model" if "seed" in record else None
+    if of is None:
         return None
+    ran = [t for t in trials if t.user_attrs.get("source") == of]
+    if of == "probe":
+        checked = ran[0] if ran else None
+        if checked is None or checked.state in (TrialState.WAITING, TrialState.RUNNING):
+            return None
+    else:  # the seed, as measured (a retry may have run it after a stopped launch)
+        done = [t for t in ran if t.state == TrialState.COMPLETE and t.values and _steps(t)]
+        if not done or any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in ran):
+            return None
+        checked = done[0]
+    what = "probe" if of == "probe" else "seed"
+    values = record[what]["values"]
     base = next((t for t in trials if t.number == record.get("fitted_on")), None)
-    limits = probe_trial.user_attrs.get("server_limits") or {}
-    profiles = [s.profile for s in _steps(probe_trial) if s.profile is not None]
-    measured = probe_trial.values[0] if probe_trial.state == TrialState.COMPLETE and probe_trial.values else None
-    refit: dict[str, Any] = {"trial": probe_trial.number, "measured": measured}
+    limits = checked.user_attrs.get("server_limits") or {}
+    profiles = [s.profile for s in _steps(checked) if s.profile is not None]
+    measured = checked.values[0] if checked.state == TrialState.COMPLETE and checked.values else None
+    refit: dict[str, Any] = {"trial": checked.number, "of": of, "measured": measured}
     model = None
     if base is not None and profiles:
         base_limits = base.user_attrs.get("server_limits") or {}
-        limit = limits.get("running") or next(iter(record["probe"]["values"].values()))
+        limit = limits.get("running") or next(iter(values.values()))
         model = ServerModel.fit(
             [s.profile for s in _steps(base) if s.profile is not None], running_limit=base_limits.get("running"),
             graph_bs=base_limits.get("graph"), pooled=[Search(profiles, limit, limits.get("graph"))],
         )  # fmt: skip
     if model is None:
-        refit["note"] = "the probe left no readable step: the baseline's model stays"
+        refit["note"] = f"the {what} trial left no readable step: the baseline's model stays"
         record["refit"] = refit
         setup.study.set_user_attr(STUDY_ATTR, record)
         return record
@@ -433,17 +450,26 @@ def _refit(setup: StudySetup, trials: list, record: dict[str, Any]) -> dict[str,
     running, graph = field_of(space.params, RUNNING), field_of(space.params, GRAPH)
     baseline = _baseline_values(base, space)
     refit["alone"] = record["model"]
-    refit["predicted"] = round(predict(model, slos, {**baseline, **record["probe"]["values"]}, running, graph), 4)
+    refit["predicted"] = round(predict(model, slos, {**baseline, **values}, running, graph), 4)
     record["model"] = model.summary()
     record["refit"] = refit
     record["baseline_predicted"] = round(predict(model, slos, baseline, running, graph), 4)
     narrowed = search_space(space, record)
-    found = seed(model, slos, narrowed, baseline, ran=[record["probe"]["values"]])
+    found = seed(model, slos, narrowed, baseline, ran=[values])
     if found is None:
-        refit["note"] = "the refit predicts nothing above the baseline and the probe"
+        refit["note"] = f"the refit predicts nothing above the baseline and the {what}"
         setup.study.set_user_attr(STUDY_ATTR, record)
         return record
-    _enqueue_seed(setup, record, found, base, narrowed, running, graph)
+    floor = (measured or 0.0) * (1.0 + setup.options.resolution)
+    if of == "model" and found[1] < floor:
+        best = ", ".join(f"{k}={v}" for k, v in found[0].items() if k in (running, graph))
+        refit["note"] = (
+            f"the refit's best ({best}: {found[1]:.4g} req/s) is not the resolution above the seed's measured "
+            f"{measured:.4g}: nothing more to launch from the model"
+        )
+        setup.study.set_user_attr(STUDY_ATTR, record)
+        return record
+    _enqueue_seed(setup, record, found, base, narrowed, running, graph, into=refit if of == "model" else None)
     return record
 
 

@@ -158,13 +158,17 @@ def model_lines(record: dict[str, Any]) -> list[str]:
         lines.append(f"  {record.get('note') or 'no seed'}; probe: {values} ({probe['why']})")
     if refit:
         measured = f"measured {refit['measured']:.4g}" if refit.get("measured") is not None else "no capacity"
-        head = f"  refit on the baseline and probe trial {refit['trial']} ({measured}"
+        what = "seed" if refit.get("of") == "model" else "probe"
+        head = f"  refit on the baseline and {what} trial {refit['trial']} ({measured}"
         lines.append(head + (f", predicted {refit['predicted']:.4g} req/s)" if "predicted" in refit else ")"))
         if refit.get("note"):
             lines.append(f"  {refit['note']}")
+        if refit.get("seed"):  # a refit after the seed: its own seed, the first one kept below
+            values = ", ".join(f"{k}={v}" for k, v in refit["seed"]["values"].items())
+            lines.append(f"  the refit's seed: {values}, predicted {refit['seed']['predicted']:.4g} req/s")
     if seed:
         values = ", ".join(f"{k}={v}" for k, v in seed["values"].items())
-        which = "the refit's seed" if refit else "first sampled trial"
+        which = "the refit's seed" if refit and refit.get("of") != "model" else "first sampled trial"
         lines.append(f"  {which}: {values}, predicted {seed['predicted']:.4g} req/s")
     elif record.get("note") and not probe:
         lines.append(f"  {record['note']}")

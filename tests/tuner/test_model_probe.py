@@ -186,6 +186,37 @@ def test_refitted_on_the_h200_baseline_and_the_seeds_search_the_model_reads_the_
     assert 45 <= best <= 64 and limits[best] < seed["capacity"] * 1.05
 
 
+def test_once_the_h200_seed_is_measured_the_study_refits_and_launches_nothing_more_from_the_model():
+    """The study's own flow on the two recorded H200 searches: the baseline's model seeds a running limit;
+    once that seed's search is in (here session 15's, 22.13 req/s), the model is refitted on both (the record
+    keeps the fit alone), reads the seed within 5%, and, since its best is not the resolution above the
+    seed's measured capacity, enqueues nothing and says why; the seed stays the first sampled trial."""
+    study = optuna.create_study(directions=["maximize"])
+    setup = _setup(study)
+    study.add_trial(_trial(_search("defaults-s14"), "defaults", {}))
+    record = _model.update(setup, study.get_trials(deepcopy=False))
+    assert record["seed"]["values"] == {"max_running_requests": 51, "cuda_graph_max_bs_decode": 152}
+    assert _model.update(setup, study.get_trials(deepcopy=False)) is None  # nothing new while the seed waits
+    seed = _search("seed-s15")
+    asked = study.ask()  # the enqueued seed
+    assert asked.user_attrs["source"] == "model"
+    asked.set_user_attr("capacity", {"steps": seed["steps"]})
+    asked.set_user_attr("server_limits", seed["server_limits"])
+    study.tell(asked, [seed["capacity"]])
+    refit = _model.update(setup, study.get_trials(deepcopy=False))
+    assert refit["refit"]["trial"] == asked.number and refit["refit"]["of"] == "model"
+    assert refit["refit"]["predicted"] == pytest.approx(seed["capacity"], rel=0.05)
+    assert refit["refit"]["alone"]["pooled"] == 0 and refit["model"]["pooled"] == 1
+    assert "nothing more to launch" in refit["refit"]["note"] and "seed" not in refit["refit"]
+    assert not [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.WAITING]
+    assert _model.update(setup, study.get_trials(deepcopy=False)) is None  # refitted once
+    lines = model_lines(refit)
+    assert lines[0].startswith(f"server model (trials 0 and {asked.number},")
+    head = f"  refit on the baseline and seed trial {asked.number} (measured 22.13"
+    assert any(line.startswith(head) for line in lines)
+    assert any(line.startswith("  first sampled trial: max_running_requests=51") for line in lines)
+
+
 def test_a_study_on_the_stand_in_launches_the_probe_then_the_refits_seed(tmp_path):
     """The stand-in study of test_model_study at an 80% resolution: the model's best (1.7x) gains less than
     that over the baseline's prediction, so trial 2 (after the two baselines) is the probe at the top decile of the

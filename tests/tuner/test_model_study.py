@@ -87,7 +87,9 @@ def test_tune_report_prints_the_model_its_seed_and_its_error(study, capsys, monk
     monkeypatch.setenv("COLUMNS", "250")
     print_report(result)
     out = capsys.readouterr().out
-    assert "server model (trial 0" in out and "first sampled trial: max_running_requests=" in out
+    seed = next(t for t in result.trials if t.source == "model")  # measured: the model was refitted on it
+    assert f"server model (trials 0 and {seed.number}," in out and "first sampled trial: max_running_requests=" in out
+    assert f"refit on the baseline and seed trial {seed.number} (measured" in out
     assert "max_running_requests: narrowed to" in out and "model error: median" in out and "its seed" in out
     error = result.model_error()
     assert error["trials"] >= 1 and abs(error["seed"]) <= 0.15
