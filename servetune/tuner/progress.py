@@ -129,6 +129,11 @@ class TuneProgress:
         p.console.print(f"trial {event.number:>3} {event.source[:8]:<8} {line}")
 
 
+def _seed_line(which: str, seed: dict[str, Any]) -> str:
+    values = ", ".join(f"{k}={v}" for k, v in seed["values"].items())
+    return f"  {which}: {values}, predicted {seed['predicted']:.4g} req/s"
+
+
 def model_lines(record: dict[str, Any]) -> list[str]:
     """The server model's record as a study prints it: the fit, what it pruned and why, its seed."""
     if not record:
@@ -164,12 +169,10 @@ def model_lines(record: dict[str, Any]) -> list[str]:
         if refit.get("note"):
             lines.append(f"  {refit['note']}")
         if refit.get("seed"):  # a refit after the seed: its own seed, the first one kept below
-            values = ", ".join(f"{k}={v}" for k, v in refit["seed"]["values"].items())
-            lines.append(f"  the refit's seed: {values}, predicted {refit['seed']['predicted']:.4g} req/s")
+            lines.append(_seed_line("the refit's seed", refit["seed"]))
     if seed:
-        values = ", ".join(f"{k}={v}" for k, v in seed["values"].items())
         which = "the refit's seed" if refit and refit.get("of") != "model" else "first sampled trial"
-        lines.append(f"  {which}: {values}, predicted {seed['predicted']:.4g} req/s")
+        lines.append(_seed_line(which, seed))
     elif record.get("note") and not probe:
         lines.append(f"  {record['note']}")
     return lines
