@@ -389,15 +389,18 @@ def soak_server(
     tries: int = 1,
     timings: RunTimings | None = None,
     stop: Callable[[], bool] | None = None,
+    resume: Path | None = None,
 ) -> tuple[list[SoakResult], Failure | None]:
     """The warm-up wave and a soak at `rate` for `seconds` on a started server: one long step judged
     by the same rules as a capacity step, met only at its end. With `tries` > 1, a soak not met is
     followed by one a resolution lower (`soak_steps`), each in `soaks/NN-RATE/`. Returns every soak
-    (the last decides); `soak.json` (the last, with `soaks`) is written to `run_dir`."""
+    (the last decides); `soak.json` (the last, with `soaks`) is written to `run_dir`. `resume`: the run
+    directory of the same soaks stopped part-way (on an earlier launch); the soaks it finished are kept as
+    they were measured (`resumed_from`) and the next one runs here, as a search's steps are kept."""
     from servetune.bench.capacity import soak_steps
 
     timings = timings if timings is not None else RunTimings()
-    steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop)
+    steps = _Steps(runner, server, workload, slos, Path(run_dir), timings, stop, resume)
     t = time.monotonic()
     try:
         steps.warm(search.wave)
@@ -427,15 +430,16 @@ def measure_soak(
     tries: int = 1,
     gpus: Sequence[str] | None = None,
     stop: Callable[[], bool] | None = None,
+    resume: Path | None = None,
 ) -> Measurement:
-    """Launch once and soak at `rate` for `seconds` (`soak_server`, with `tries`); `Measurement.soak`
-    holds the last soak and `Measurement.soaks` every one."""
+    """Launch once and soak at `rate` for `seconds` (`soak_server`, with `tries`, which `resume`
+    continues); `Measurement.soak` holds the last soak and `Measurement.soaks` every one."""
     search = search or CapacitySearch()
 
     def body(server: BaseServer, timings: RunTimings) -> tuple[Any, Failure | None, dict[str, Any]]:
         soaks, failure = soak_server(
             runner, server, workload, slos, rate=rate, seconds=seconds, run_dir=run_dir, search=search,
-            tries=tries, timings=timings, stop=stop,
+            tries=tries, timings=timings, stop=stop, resume=resume,
         )  # fmt: skip
         return None, failure, {"soaks": soaks}
 

@@ -12,7 +12,8 @@ A capacity confirmation is long (on the H200 each round is a launch and a search
 keyed by the confirmation's plan); a run stopped part-way (Ctrl-C, a killed process, a job's time limit)
 and run again with the same study goes on where it stopped, reusing what was measured, in the same
 directory. A search cut short goes on from the steps it finished (its partial directory kept aside as
-`NAME.interrupted-K`, the kept steps copied from there); a soak cut short is run again.
+`NAME.interrupted-K`, the kept steps copied from there); so do a config's soaks (a winner's soak that
+did not hold and was followed by one a resolution lower is kept; the soak it was stopped in runs again).
 """
 
 from __future__ import annotations
@@ -361,10 +362,10 @@ def _soak(
     from servetune.runner import measure_soak
 
     seconds = s.options.confirm_soak_seconds
+    run_dir, aside = _set_aside(out_dir / f"soak-trial-{t.number:04d}")
     m = measure_soak(
         runner, s.resolve(t.layer, source=t.source), s.workload, s.latency_slos, rate=rate, seconds=seconds,
-        run_dir=_set_aside(out_dir / f"soak-trial-{t.number:04d}")[0], search=s.confirm_search, tries=tries,
-        gpus=s.slots[0].gpus, stop=stop.is_set,
+        run_dir=run_dir, search=s.confirm_search, tries=tries, gpus=s.slots[0].gpus, stop=stop.is_set, resume=aside,
     )  # fmt: skip
     if stop.is_set():
         raise KeyboardInterrupt
@@ -373,10 +374,16 @@ def _soak(
         entry.update(rate=m.soak.rate, state=m.soak.state, why=m.soak.why, at_s=m.soak.at_s,
                      latency_ms=m.soak.latency_ms)  # fmt: skip
         if len(m.soaks) > 1:
-            entry["tried"] = [{"rate": x.rate, "state": x.state, "at_s": x.at_s} for x in m.soaks]
+            entry["tried"] = [_tried(x) for x in m.soaks]
     else:
         entry.update(state="failed", why=m.failure.message if m.failure else "no result")
     return entry
+
+
+def _tried(soak: Any) -> dict[str, Any]:
+    """One of a winner's soaks, as its entry's `tried` lists it (`resumed_from`: kept from a stopped launch)."""
+    out = {"rate": soak.rate, "state": soak.state, "at_s": soak.at_s}
+    return {**out, "resumed_from": soak.resumed_from} if soak.resumed_from else out
 
 
 def _remeasure(

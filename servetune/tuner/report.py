@@ -110,7 +110,9 @@ def _unfinished(journal: dict[str, Any]) -> str:
     soaks = [v for k, v in done.items() if k.startswith("soak/") and isinstance(v, dict)]
     soak_s = plan.get("soak_s") or 0
     parts += [f"soak of trial {k.get('trial')} at {_fmt(k.get('rate'))} req/s: {k.get('state')}" for k in soaks]
-    pending = f"; soaks of {soak_s:g} s pending" if soak_s and not soaks else ""
+    pending = ""  # the baseline's soak comes last (after the winner's, when a finalist won)
+    if soak_s and f"soak/{base}" not in done:
+        pending = f"; the baseline's soak of {soak_s:g} s pending" if soaks else f"; soaks of {soak_s:g} s pending"
     measured = "; ".join(parts) or "nothing measured yet"
     return (
         f"[yellow]confirmation unfinished[/] ({rounds} rounds, baseline trial {base}, finalists "

@@ -239,6 +239,58 @@ def test_a_search_stopped_part_way_resumes_on_a_new_launch_keeping_the_steps_it_
     assert [s.resumed_from for s in cap.steps] == [None]
 
 
+def test_soaks_stopped_part_way_resume_on_a_new_launch_keeping_the_soaks_they_finished(tmp_path):
+    """A winner's soaks (two tries) stopped in the second, after the first did not hold: the same soaks on
+    a new launch with `resume` keep the first as measured (its verdict, `resumed_from`, its files copied
+    over) and run the second, a resolution lower, on the new server; nothing of the one stopped part-way
+    is kept. The server is a simulated FIFO queue serving 5 req/s (`FifoServer`), behind the fake runner
+    that stands in for a launched SGLang."""
+    import json
+
+    from servetune.context import Context
+    from servetune.runner import CapacitySearch, soak_server
+    from servetune.schema.workload import Workload
+    from servetune.testing.fake import FakeRunner
+
+    served: list = []
+    stop_after: dict = {"soaks": 2}
+
+    def measure(call):
+        if call.workload.request_rate is None:  # the warm-up wave
+            return {"completed": call.total, "comparable_request_throughput": 1.0}
+        served.append(call.run_dir)
+        seed = call.workload.seed
+        return FifoServer(service_s=0.2).run(arrivals(call.workload.request_rate, call.total, seed), seed)
+
+    def stopped() -> bool:
+        return len(served) >= stop_after["soaks"]
+
+    runner = FakeRunner(measure, files=True)
+    resolution = Context.build("qwen3-8b", gpu="h200").resolve()
+    workload = Workload(name="soak", summary="soak test", max_concurrency=None, input_tokens=64, output_tokens=16)
+    slos = parse_slos(["p90_ttft_ms<=1000"])
+    search = CapacitySearch(resolution=0.25, warmup_s=1.0, backlog_s=3.0, wave=4, seed=3)
+    first, second = tmp_path / "first", tmp_path / "second"
+    with pytest.raises(KeyboardInterrupt), runner.start(resolution, run_dir=first) as server:
+        soak_server(runner, server, workload, slos, rate=6.0, seconds=40.0, run_dir=first, search=search, tries=2,
+                    stop=stopped)  # fmt: skip
+    tried = [p.relative_to(first).as_posix() for p in served]
+    assert tried == ["soaks/01-6", "soaks/02-4.8"] and not (first / tried[1] / "verdict.json").exists()
+    missed = json.loads((first / tried[0] / "verdict.json").read_text())
+    assert missed["state"] != "met"
+
+    stop_after["soaks"] = 10**6
+    with runner.start(resolution, run_dir=second) as server:
+        soaks, failure = soak_server(runner, server, workload, slos, rate=6.0, seconds=40.0, run_dir=second,
+                                     search=search, tries=2, resume=first)  # fmt: skip
+    assert failure is None and [s.rate for s in soaks] == pytest.approx([6.0, 4.8])
+    kept, ran = soaks
+    assert kept.resumed_from == str(first / tried[0]) and kept.state == missed["state"]
+    assert (second / tried[0] / "requests.jsonl").exists() and kept.run_dir == str(second / tried[0])
+    assert ran.resumed_from is None and served[2:] == [second / tried[1]]  # only the stopped soak ran again
+    assert json.loads((second / "soak.json").read_text())["soaks"][0]["resumed_from"] == str(first / tried[0])
+
+
 def test_a_step_the_client_could_not_generate_is_not_a_verdict():
     """The builtin client sends on an absolute schedule and records each arrival's schedule; asked for
     a rate it cannot generate, the judge calls the step invalid whatever the latencies read."""

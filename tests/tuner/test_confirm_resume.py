@@ -120,3 +120,20 @@ def test_a_confirmation_search_stopped_between_its_steps_keeps_the_steps_it_fini
     assert [Path(s["resumed_from"]).name for s in kept] == [p.name for p in stepped]
     assert all(Path(s["resumed_from"]).parent.parent == aside for s in kept)
     assert again.study.user_attrs["confirmation"]["rounds"] == 2
+
+
+def test_the_report_of_an_unfinished_confirmation_names_the_soaks_still_to_run():
+    """The H200 study's journal (session 15: two rounds of the baseline, trial 2, and the seed, trial 9):
+    both soaks pending; after the seed's soak only the baseline's; after both none."""
+    from servetune.tuner.report import _unfinished
+
+    plan = {"objective": "capacity", "baseline": 2, "finalists": [9], "rounds": 2, "soak_s": 300.0}
+    done: dict = {"2/1": [16.82, None], "9/1": [22.88, None], "2/2": [17.83, None], "9/2": [22.13, None]}
+    said = _unfinished({"plan": plan, "done": done})
+    assert "trial 9: 22.88, 22.13 (x1.360, x1.241 the baseline's round)" in said
+    assert "; soaks of 300 s pending" in said
+    done["soak/9"] = {"trial": 9, "rate": 21.44, "state": "met", "seconds": 300.0}
+    said = _unfinished({"plan": plan, "done": done})
+    assert "soak of trial 9 at 21.44 req/s: met; the baseline's soak of 300 s pending" in said
+    done["soak/2"] = {"trial": 2, "rate": 21.44, "state": "missed", "seconds": 300.0}
+    assert "pending" not in _unfinished({"plan": plan, "done": done})
