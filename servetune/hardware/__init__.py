@@ -4,7 +4,7 @@
     profile = load_profile("h200.yaml")
     profile = detect()            # NVML; raises HardwareDetectionError without a driver
 
-NVML (`pynvml`) is imported only inside `detect()`.
+NVML (`pynvml`) is imported only inside `detect()` and `machine_id()`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from servetune.limits import MAX_GPUS_PER_NODE
 from servetune.schema.facts import GpuFacts, HardwareProfile
 from servetune.yamlio import load_yaml_with_spans, spec_error_from_validation
 
-__all__ = ["detect", "load_profile", "named_profile", "profile_names", "save_profile"]
+__all__ = ["detect", "load_profile", "machine_id", "named_profile", "profile_names", "save_profile"]
 
 
 @functools.cache
@@ -105,3 +105,10 @@ def detect(record_to: str | Path | None = None, replay_from: str | Path | None =
     from servetune.hardware import _nvml
 
     return _nvml.detect(record_to=record_to, replay_from=replay_from)
+
+
+def machine_id(replay_from: str | Path | None = None) -> str | None:
+    """This machine's GPUs as one identity, or None without NVML (see `servetune.hardware._nvml.machine_id`)."""
+    from servetune.hardware import _nvml
+
+    return _nvml.machine_id(replay_from=replay_from)

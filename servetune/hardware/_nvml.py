@@ -216,3 +216,23 @@ def detect(record_to: str | Path | None = None, replay_from: str | Path | None =
                 f"cannot write --record-nvml {record_to}: {exc.strerror or exc}", help="choose a writable file path"
             ) from None
     return profile
+
+
+def machine_id(replay_from: str | Path | None = None) -> str | None:
+    """This machine's GPUs as one identity (their UUIDs, sorted, comma-joined), or None where NVML cannot
+    tell (no bindings, no driver, no GPU): two measurements with one identity ran on the same GPUs.
+    `replay_from`: an NVML recording instead of NVML (as `detect`)."""
+    try:
+        api: Any = ReplayApi(replay_from) if replay_from else NvmlApi()
+    except HardwareDetectionError:
+        return None
+    cannot_tell: tuple[type[BaseException], ...] = (KeyError, AttributeError, TypeError, ValueError, IndexError)
+    if isinstance(api, NvmlApi):
+        cannot_tell += (api._nvml.NVMLError,)
+    try:
+        uuids = sorted(api.uuid(i) for i in range(api.device_count()))
+    except cannot_tell:
+        return None
+    finally:
+        api.close()
+    return ",".join(uuids) or None

@@ -240,6 +240,16 @@ class BaseRunner(ABC):
                 nothing is left running.
         """
 
+    def machine(self) -> str | None:
+        """The identity of the machine this runner's servers run on (its GPUs' UUIDs through NVML, asked
+        once), or None where it cannot tell: a capacity confirmation resumed on another machine re-measures
+        the winner there before it soaks (an absolute rate does not travel between machines)."""
+        if not hasattr(self, "_machine"):
+            from servetune.hardware import machine_id
+
+            self._machine = machine_id()
+        return self._machine
+
     def record(self, run_dir: Path, name: str, data: Any) -> None:
         """Write one JSON file of the run's record (`result.json`, `metrics.json`, ...)."""
         from servetune.launch import write_json

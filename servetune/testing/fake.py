@@ -103,6 +103,9 @@ class FakeRunner(BaseRunner):
         files: Write each run's record as the real runner and client do (`record`'s JSON files, and a
             simulated step's `workload.json`, `metrics.json` and `requests.jsonl`), so a stopped
             capacity search can be resumed from its directory. False (default): nothing is written.
+        machine: What `machine()` answers (`machine_id`): the identity of the machine the fake's servers
+            "run on"; None (the default): it cannot tell, as without NVML. Set `machine_id` to move a study
+            between machines.
 
     Attributes:
         calls: Every `FakeCall`, in order (thread-safe: the tuner's slots may call at once).
@@ -115,8 +118,10 @@ class FakeRunner(BaseRunner):
         progress: bool | Callable[[FakeCall, int], Mapping[str, Any]] = False,
         server_info: Callable[[FakeCall], dict[str, Any]] | None = None,
         files: bool = False,
+        machine: str | None = None,
     ) -> None:
         self.measure_fn = measure_fn
+        self.machine_id = machine
         self.progress = progress
         self.server_info = server_info
         self.files = files
@@ -159,6 +164,10 @@ class FakeRunner(BaseRunner):
         probe = FakeCall(resolution, None, Path(run_dir), None, tuple(gpus) if gpus is not None else None)
         info = self.server_info(probe) if self.server_info is not None else {}
         return FakeServer(self, resolution, Path(run_dir), gpus, info)
+
+    def machine(self) -> str | None:
+        """`machine_id`: no NVML is asked."""
+        return self.machine_id
 
     def record(self, run_dir: Path, name: str, data: Any) -> None:
         """Writes nothing unless `files`: the fake keeps its record in `calls`."""

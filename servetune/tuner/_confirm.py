@@ -175,7 +175,7 @@ def confirm(
             raise KeyboardInterrupt
         value = objective.value(m.metrics) if m.metrics and not m.stopped_early else None
         failure = m.failure.cls if m.failure is not None else "below_floor" if m.stopped_early else None
-        _write(s, journal, key, [value, failure])
+        _write(s, journal, key, [value, failure], machine=runner.machine())
         return value, failure
 
     def on_round(rnd: int, number: Hashable) -> None:
@@ -219,9 +219,12 @@ def _journal(s: StudySetup, plan: dict[str, Any]) -> dict[str, Any]:
     return {"plan": plan, "run_dir": None, "done": {}}
 
 
-def _write(s: StudySetup, journal: dict[str, Any], key: str, value: Any) -> None:
-    """One measurement into the journal, stored at once (what a stopped run leaves for the next)."""
+def _write(s: StudySetup, journal: dict[str, Any], key: str, value: Any, *, machine: str | None = None) -> None:
+    """One measurement into the journal, stored at once (what a stopped run leaves for the next); `machine`:
+    the machine it ran on (`BaseRunner.machine`, in the journal's `machines`), where the runner can tell."""
     journal["done"][key] = value
+    if machine is not None:
+        journal.setdefault("machines", {})[key] = machine
     s.study.set_user_attr(JOURNAL, journal)
 
 
@@ -324,8 +327,15 @@ def _soaks(
 ) -> list[dict[str, Any]]:
     """A capacity confirmation's last word, each a fresh launch of `--confirm-soak-seconds`: the winner
     soaked at its median confirmed capacity and, if that does not hold, one resolution lower
-    (`CONFIRM_SOAK_TRIES`); then the baseline at the rate the winner held (else the lowest it tried).
-    Sets `record["sustained"]`: the rate the winner held, or None."""
+    (`CONFIRM_SOAK_TRIES`); then the baseline at the rate the winner held (else the lowest it tried), on
+    the same arrivals, prompts and images as that soak. Sets `record["sustained"]`: the rate the winner
+    held, or None.
+
+    A rate does not travel between machines (on the H200 one config's capacity read 13.8 on one lent
+    machine and 16.8-17.8 on another): the winner soaks at the median of its rounds measured on the
+    machine it soaks on. Where none was (a confirmation resumed on another machine, or one whose rounds
+    were stored without their machine), its soak's launch first searches its capacity there, from that
+    median, and soaks at what it finds (`_soak_rate`)."""
     seconds = s.options.confirm_soak_seconds
     winner = record["chosen_trial"]
     values = (
@@ -333,21 +343,19 @@ def _soaks(
         if winner == record["baseline_trial"]
         else next((f["values"] for f in record["finalists"] if f["trial"] == winner), [])
     )
-    values = sorted(v for v in values if v)
-    if seconds <= 0 or not values:
+    here = runner.machine()
+    rate, search_first = _soak_rate(values, winner, journal, here)
+    if seconds <= 0 or rate is None:
         return []
-    rate = (
-        values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-    )
     out = []
     for number in dict.fromkeys([winner, record["baseline_trial"]]):
         key = f"soak/{number}"
         entry = journal["done"].get(key)
         if entry is None:
-            entry = _soak(
-                s, runner, by_number[number], rate, out_dir, stop, tries=CONFIRM_SOAK_TRIES if number == winner else 1
-            )
-            _write(s, journal, key, entry)
+            first = search_first and number == winner
+            tries, seed = (CONFIRM_SOAK_TRIES, None) if number == winner else (1, out[0].get("seed") if out else None)
+            entry = _soak(s, runner, by_number[number], rate, out_dir, stop, tries=tries, search_first=first, seed=seed)
+            _write(s, journal, key, entry, machine=here)
         if number == winner:
             record["sustained"] = entry["rate"] if entry.get("state") == "met" else None
             rate = entry["rate"]  # the baseline meets the rate the winner held (or the lowest it tried)
@@ -355,27 +363,66 @@ def _soaks(
     return out
 
 
+def _soak_rate(
+    values: Sequence[float | None], winner: int, journal: dict[str, Any], here: str | None
+) -> tuple[float | None, bool]:
+    """(the rate the winner soaks at, whether its soak's launch searches first): the median of its rounds
+    measured on `here` (all of them where the runner cannot tell its machine); none measured here: the
+    median of all, searched from (True)."""
+    machines = journal.get("machines") or {}
+    rounds = [(v, machines.get(f"{winner}/{k}")) for k, v in enumerate(values, start=1) if v]
+    if not rounds:
+        return None, False
+    mine = [v for v, m in rounds if here is None or m == here]
+    return statistics.median(mine or [v for v, _ in rounds]), not mine
+
+
 def _soak(
-    s: StudySetup, runner: BaseRunner, t: TrialSummary, rate: float, out_dir: Path, stop: threading.Event, *, tries: int
+    s: StudySetup,
+    runner: BaseRunner,
+    t: TrialSummary,
+    rate: float,
+    out_dir: Path,
+    stop: threading.Event,
+    *,
+    tries: int,
+    search_first: bool = False,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """One config's soak (stepping down `tries` times at most) as the confirmation records it."""
-    from servetune.runner import measure_soak
+    """One config's soak as the confirmation records it: at `rate`, on the sequence `seed` (default: the
+    confirmation's), stepping down `tries` times at most; the entry's `seed` is its last soak's sequence.
+    `search_first`: its launch first searches the capacity from `rate` (on a new sequence) and soaks at
+    what it finds (`searched`, `certified`: the capacity found; a search that finds none soaks nothing)."""
+    from servetune.runner import measure_capacity, measure_soak
 
     seconds = s.options.confirm_soak_seconds
     run_dir, aside = _set_aside(out_dir / f"soak-trial-{t.number:04d}")
-    m = measure_soak(
-        runner, s.resolve(t.layer, source=t.source), s.workload, s.latency_slos, rate=rate, seconds=seconds,
-        run_dir=run_dir, search=s.confirm_search, tries=tries, gpus=s.slots[0].gpus, stop=stop.is_set, resume=aside,
-    )  # fmt: skip
+    res, gpus = s.resolve(t.layer, source=t.source), s.slots[0].gpus
+    entry: dict[str, Any] = {"trial": t.number, "rate": rate, "seconds": seconds}
+    if search_first:
+        search = dataclasses.replace(s.confirm_search, start_rate=rate, seed=s.options.confirm_rounds + 1,
+                                     soak_s=seconds, soak_tries=tries)  # fmt: skip
+        m = measure_capacity(runner, res, s.workload, s.latency_slos, run_dir=run_dir, search=search, gpus=gpus,
+                             stop=stop.is_set, resume=aside)  # fmt: skip
+        soaks = m.capacity.soaks if m.capacity is not None else []
+        if m.capacity is not None:
+            entry.update(searched=m.capacity.request_rate, certified=m.capacity.certified)
+        if m.capacity is not None and m.capacity.request_rate is None:
+            entry.update(state="failed", why=f"no capacity found on this machine ({m.capacity.note})")
+    else:
+        search = s.confirm_search if seed is None else dataclasses.replace(s.confirm_search, seed=seed)
+        m = measure_soak(runner, res, s.workload, s.latency_slos, rate=rate, seconds=seconds, run_dir=run_dir,
+                         search=search, tries=tries, gpus=gpus, stop=stop.is_set, resume=aside)  # fmt: skip
+        soaks = m.soaks
     if stop.is_set():
         raise KeyboardInterrupt
-    entry: dict[str, Any] = {"trial": t.number, "rate": rate, "seconds": seconds}
-    if m.soak is not None:
-        entry.update(rate=m.soak.rate, state=m.soak.state, why=m.soak.why, at_s=m.soak.at_s,
-                     latency_ms=m.soak.latency_ms)  # fmt: skip
-        if len(m.soaks) > 1:
-            entry["tried"] = [_tried(x) for x in m.soaks]
-    else:
+    if soaks:
+        last = soaks[-1]
+        entry.update(rate=last.rate, state=last.state, why=last.why, at_s=last.at_s, latency_ms=last.latency_ms,
+                     seed=last.seed)  # fmt: skip
+        if len(soaks) > 1:
+            entry["tried"] = [_tried(x) for x in soaks]
+    elif "state" not in entry:
         entry.update(state="failed", why=m.failure.message if m.failure else "no result")
     return entry
 

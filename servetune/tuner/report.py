@@ -133,9 +133,14 @@ def _console():
 
 
 def _soak_text(k: dict[str, Any]) -> str:
-    """`; soak of trial 3 at 12.1 req/s: met` (after `15.2 undecided` when the winner stepped down)."""
+    """`; soak of trial 3 at 12.1 req/s: met` (after `15.2 undecided` when the winner stepped down; after
+    `searched first on the soak's machine: 12.1 certified` when its rounds were measured on another)."""
     before = "".join(f"{x['rate']:.4g} {x['state']}, " for x in (k.get("tried") or [])[:-1])
-    return f"; soak of trial {k['trial']} at {before}{k['rate']:.4g} req/s: {k['state']}"
+    searched = ""
+    if "searched" in k:
+        found = f"{_fmt(k['searched'])} {'certified' if k.get('certified') else 'not certified'}"
+        searched = f" (its rounds ran on another machine; searched first on the soak's: {found})"
+    return f"; soak of trial {k['trial']}{searched} at {before}{k['rate']:.4g} req/s: {k['state']}"
 
 
 def _confirmed(conf: dict[str, Any]) -> str:

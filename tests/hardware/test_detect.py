@@ -88,6 +88,27 @@ def test_without_nvml_detection_points_to_gpu_and_hardware():
     assert proc.stderr.startswith("error[hardware-detection]: NVML is not available on this machine")
 
 
+def test_the_machine_id_is_its_gpus_uuids_and_none_where_nvml_cannot_tell(tmp_path):
+    """`machine_id`: the H200 recording's one UUID; two GPUs sorted and joined, in whatever order NVML lists
+    them; a recording without UUIDs and a machine without the driver give None (cannot tell), not an error."""
+    h200 = NVML_DIR / "h200.json"
+    answers = json.loads(h200.read_text())
+    assert hw.machine_id(replay_from=h200) == answers["devices"]["0"]["uuid"]
+    two = {**answers, "device_count": 2, "devices": {"0": {**answers["devices"]["0"], "uuid": "GPU-b"},
+                                                     "1": {**answers["devices"]["0"], "uuid": "GPU-a"}}}  # fmt: skip
+    (tmp_path / "two.json").write_text(json.dumps(two))
+    assert hw.machine_id(replay_from=tmp_path / "two.json") == "GPU-a,GPU-b"
+    del two["devices"]["1"]["uuid"]
+    (tmp_path / "broken.json").write_text(json.dumps(two))
+    assert hw.machine_id(replay_from=tmp_path / "broken.json") is None
+    try:
+        _nvml.NvmlApi().close()
+    except HardwareDetectionError:
+        assert hw.machine_id() is None  # no driver here: the confirmation cannot tell machines apart
+    else:
+        assert hw.machine_id()  # a GPU machine: its own UUIDs
+
+
 @pytest.mark.gpu
 def test_real_nvml_detection():
     """On a GPU machine (the device tool), real NVML detection works."""

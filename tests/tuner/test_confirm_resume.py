@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from benchmarks.study_model import study_options
+from servetune.bench.capacity import step_seed
 from servetune.testing.simulated import standin_runner
 from servetune.tuner import Tuner
 from servetune.tuner.events import ConfirmResumed, ConfirmRound
@@ -137,3 +138,72 @@ def test_the_report_of_an_unfinished_confirmation_names_the_soaks_still_to_run()
     assert "soak of trial 9 at 21.44 req/s: met; the baseline's soak of 300 s pending" in said
     done["soak/2"] = {"trial": 2, "rate": 21.44, "state": "missed", "seconds": 300.0}
     assert "pending" not in _unfinished({"plan": plan, "done": done})
+
+
+def test_a_confirmation_resumed_on_another_machine_searches_the_winner_there_before_it_soaks(tmp_path):
+    """The H200's case (session 16): rounds measured on one lent machine, the soaks resumed on another where
+    the winner's median rate was 25% too high for a soak to hold. Each round is stored with the machine it
+    ran on; resumed on another machine, the winner's soak launch first searches its capacity there (steps
+    in its own directory, from the rounds' median, on a new sequence) and soaks at what it found; the
+    baseline then soaks at the rate the winner held."""
+    holder: dict = {}
+    confirm_dir = tmp_path / "study" / "confirm"
+    tuner, runner = _tuner(tmp_path, lambda event: None)
+    runner.machine_id = "GPU-a"
+    measure_fn = runner.measure_fn
+
+    def stop_at_the_first_soak(call):
+        if call.run_dir.is_relative_to(confirm_dir) and call.run_dir.relative_to(confirm_dir).parts[0].startswith(
+            "soak-"
+        ):
+            holder["tuner"].stop()
+        return measure_fn(call)
+
+    runner.measure_fn = stop_at_the_first_soak
+    holder["tuner"] = tuner
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run()
+    journal = tuner.study.user_attrs["confirm_journal"]
+    rounds = [k for k in journal["done"] if not k.startswith("soak/")]
+    assert len(rounds) == 4 and journal["machines"] == {k: "GPU-a" for k in rounds}
+
+    again, runner2 = _tuner(tmp_path, lambda event: None)
+    runner2.machine_id = "GPU-b"
+    again.run()
+    record = again.study.user_attrs["confirmation"]
+    winner = record["chosen_trial"]
+    if winner == record["baseline_trial"]:
+        pytest.skip("the stand-in's confirmation kept the baseline: nothing to soak but it")
+    values = next(f["values"] for f in record["finalists"] if f["trial"] == winner)
+    soak_dir = confirm_dir / f"soak-trial-{winner:04d}"
+    searched = [c for c in runner2.calls if c.run_dir.parent == soak_dir / "steps" and c.workload.request_rate]
+    assert searched and searched[0].workload.request_rate == pytest.approx(
+        sorted(values)[0] / 2 + sorted(values)[1] / 2
+    )
+    assert searched[0].workload.seed not in {step_seed(k, 1) for k in (1, 2)}  # not a round's sequence
+    (win, base) = record["soaks"]
+    assert win["searched"] is not None and win["trial"] == winner and "certified" in win
+    soaked = [c for c in runner2.calls if c.run_dir.parent == soak_dir / "soaks"]
+    assert soaked and soaked[0].workload.request_rate == pytest.approx(win["searched"])
+    assert base["rate"] == pytest.approx(win["rate"]) and base["seed"] == win["seed"]  # the same arrivals
+    assert again.study.user_attrs["confirm_journal"] is None
+    console = Console(record=True, width=400)
+    print_summary(again.result(), console=console)
+    assert f"soak of trial {winner} (its rounds ran on another machine; searched first on the soak's: " in (
+        console.export_text()
+    )
+
+
+def test_the_winner_soaks_at_the_median_of_its_rounds_on_the_machine_it_soaks_on():
+    """`_soak_rate`: rounds on this machine only; a machine with none of them searches first, from the
+    median of all; a runner that cannot tell its machine (None, as without NVML) uses every round."""
+    from servetune.tuner._confirm import _soak_rate
+
+    journal = {"machines": {"9/1": "GPU-a", "9/2": "GPU-b", "9/3": "GPU-b"}}
+    values = [22.88, 19.0, 19.4]
+    assert _soak_rate(values, 9, journal, "GPU-b") == (pytest.approx(19.2), False)
+    assert _soak_rate(values, 9, journal, "GPU-a") == (22.88, False)
+    assert _soak_rate(values, 9, journal, "GPU-c") == (19.4, True)
+    assert _soak_rate(values, 9, {}, "GPU-c") == (19.4, True)  # rounds stored before machines were
+    assert _soak_rate(values, 9, journal, None) == (19.4, False)
+    assert _soak_rate([None, None], 9, journal, "GPU-a") == (None, False)
