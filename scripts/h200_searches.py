@@ -1,8 +1,13 @@
-"""Write tests/fixtures/h200/searches/*.json: two recorded H200 capacity searches, each step with its
+"""Write tests/fixtures/h200/searches/*.json: recorded H200 capacity searches, each step with its
 `StepProfile` computed from the step's `requests.jsonl` and `telemetry.jsonl`.
 
     tar -xJf docs/h200-evidence.tar.xz -C /tmp/ev
     python scripts/h200_searches.py /tmp/ev/h200/certified-s9
+    python scripts/h200_searches.py /tmp/ev/h200/study-s16 defaults-s16=certified/01-cap-defaults \
+        seed-s16=call3/confirm/soak-trial-0009
+
+With `NAME=RUN` arguments, those runs (directories under the root holding `capacity.json`) instead of the two
+below; a run whose `capacity.json` stores its capacity keeps it (and `certified`).
 
 Sources (session 9, docs/h200-results.md section 13): `call1/01-cap-defaults` (SGLang 0.5.17's defaults)
 and `call2/01-cap-mrr48` (`--max-running-requests 48`). Each fixture keeps the step records of the run's
@@ -23,7 +28,7 @@ RUNS = {"defaults-s9": "call1/01-cap-defaults", "mrr48-s9": "call2/01-cap-mrr48"
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "h200" / "searches"
 
 
-def search(run: Path) -> dict:
+def search(run: Path, source: str | None = None) -> dict:
     data = json.loads((run / "capacity.json").read_text())
     limits = server_limits(json.loads((run / "server_info.json").read_text()))
     steps = []
@@ -35,16 +40,20 @@ def search(run: Path) -> dict:
         profile = profile_step(records, step["rate"], warmup_s=5.0, telemetry=telemetry, graph_bs=limits["graph"])
         steps.append({**step, "run_dir": None, "profile": profile.model_dump() if profile else None})
     met = [s["rate"] for s in steps if sum(t["met"] for t in steps if t["rate"] == s["rate"]) >= 2]
-    return {"source": str(run.name), "server_limits": limits, "capacity": max(met), "steps": steps}
+    out = {"source": source or str(run.name), "server_limits": limits, "capacity": max(met), "steps": steps}
+    if data.get("request_rate") is not None:
+        out.update(capacity=data["request_rate"], certified=bool(data.get("certified")))
+    return out
 
 
-def main(root: str) -> None:
+def main(root: str, *runs: str) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, rel in RUNS.items():
+    for name, rel in (dict(r.split("=", 1) for r in runs) or RUNS).items():
         out = OUT / f"{name}.json"
-        out.write_text(json.dumps(search(Path(root) / rel), indent=1) + "\n")
+        source = f"{Path(root).name}/{rel}" if runs else None
+        out.write_text(json.dumps(search(Path(root) / rel, source), indent=1) + "\n")
         print(out, out.stat().st_size)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:])

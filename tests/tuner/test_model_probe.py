@@ -243,3 +243,26 @@ def test_a_study_on_the_stand_in_launches_the_probe_then_the_refits_seed(tmp_pat
     assert seeded.user_attrs["params"]["max_running_requests"] == record["seed"]["values"]["max_running_requests"]
     fitted = [e.record for e in events if isinstance(e, ModelFitted)]
     assert len(fitted) == 2 and "probe" in fitted[0] and "refit" not in fitted[0] and "refit" in fitted[1]
+
+
+def test_on_a_third_lent_machine_the_model_still_ranks_a_running_limit_first_and_refits_onto_the_seed():
+    """Session 16 (docs/h200-results.md section 19) measured both configs on one more lent H200, where the
+    seed (`max_running_requests 51`, graph 152) certified 16.84 req/s and SGLang's defaults 12.0 (1.40x;
+    22.13 and 16.82-17.83 on session 15's machine). Fitted on that machine's defaults alone, the model reads
+    them within 5% and ranks a bounded running limit first by more than the search's resolution (so a study
+    there seeds a limit), but under-reads limit 51 by more than 20% and would have seeded a lower limit.
+    Pooled with the seed's search it reads the seed within 15%, and its best lies within the resolution of
+    the seed's measured capacity: a refit there launches nothing new either."""
+    base, seed = _search("defaults-s16"), _search("seed-s16")
+    assert base["certified"] and seed["certified"] and seed["server_limits"] == {"running": 51, "graph": 152}
+    alone = ServerModel.fit(_profiles(base), running_limit=4096, graph_bs=256)
+    assert alone.capacity(SLOS) == pytest.approx(base["capacity"], rel=0.05)
+    limits = {n: alone.capacity(SLOS, running_limit=n, graph_bs=152) for n in (24, 32, 40, 45, 48, 51, 56, 64, 96)}
+    best = max(limits, key=limits.get)
+    assert best < 51 and limits[best] > 1.05 * alone.capacity(SLOS)
+    assert limits[51] < 0.8 * seed["capacity"]
+    pooled = ServerModel.fit(_profiles(base), running_limit=4096, graph_bs=256,
+                             pooled=[Search(_profiles(seed), 51, 152)])  # fmt: skip
+    assert pooled.capacity(SLOS, running_limit=51, graph_bs=152) == pytest.approx(seed["capacity"], rel=0.15)
+    refit = {n: pooled.capacity(SLOS, running_limit=n, graph_bs=152) for n in (32, 40, 45, 48, 51, 56, 64, 96)}
+    assert max(refit.values()) < seed["capacity"] * 1.05
