@@ -8,7 +8,7 @@
 # PLAN items, run in order while the call's budget allows (MIN_S seconds left):
 #   cap:CONFIG:START[:SEED]        a capacity search of CONFIG from START req/s (sequence seed SEED, default 0)
 #   soak:CONFIG:RATE:SECS[:SEED]   a soak of CONFIG at RATE req/s for SECS seconds
-# CONFIG: defaults, or mrr48 (--max-running-requests 48). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
+# CONFIG: defaults, mrr48 (--max-running-requests 48), or seed51 (issue 20's seed: 51 and a 152-wide decode graph). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
 # Back in $OUT: run.log, certified.tar.xz (every run dir with its steps, plots, telemetry; --json outputs), cache.tar.xz
 BUDGET_S=${BUDGET_S:-580}
 . scripts/device/lib.sh
@@ -25,7 +25,11 @@ C=/tmp/sgl/certified; mkdir -p $C
 n=$(ls $C | grep -c '\.json$' || true)
 for item in ${PLAN:?set PLAN}; do
   IFS=: read -r kind cfg a b c <<< "$item"
-  extra=(); [ "$cfg" = mrr48 ] && extra=(--set max_running_requests=48)
+  case $cfg in
+    mrr48) extra=(--set max_running_requests=48) ;;
+    seed51) extra=(--set max_running_requests=51 --set cuda_graph_max_bs_decode=152) ;;  # issue 20's seed
+    *) extra=() ;;
+  esac
   if [ "$(left)" -lt "${MIN_S:-200}" ]; then stamp "skipping $item: $(left)s left"; continue; fi
   n=$((n + 1)); name=$(printf '%02d' $n)-$kind-$cfg
   case $kind in
