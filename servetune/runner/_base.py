@@ -250,10 +250,23 @@ class BaseRunner(ABC):
             self._machine = machine_id()
         return self._machine
 
+    def same_machine(self, run_dir: Path) -> bool:
+        """Whether the launch recorded in `run_dir` (its `machine.json`) ran on this runner's machine; where
+        either side cannot tell (no NVML, a run recorded before machines were), True."""
+        import json
+
+        try:
+            there = json.loads((Path(run_dir) / "machine.json").read_text(encoding="utf-8"))["machine"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return True
+        here = self.machine()
+        return here is None or there is None or there == here
+
     def record(self, run_dir: Path, name: str, data: Any) -> None:
         """Write one JSON file of the run's record (`result.json`, `metrics.json`, ...)."""
         from servetune.launch import write_json
 
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
         write_json(run_dir, name, data)
 
     def measure(
@@ -327,6 +340,7 @@ class BaseRunner(ABC):
             return self._finish(Measurement(failure=failure, timings=timings, run_dir=run_dir))
         timings.startup_s = server.startup_s
         timings.startup_phases = server.startup_phases()
+        self.record(run_dir, "machine.json", {"machine": self.machine()})  # what a resume checks (`same_machine`)
         try:
             metrics, failure, extra = body(server, timings)
         except KeyboardInterrupt as exc:

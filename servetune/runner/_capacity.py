@@ -164,7 +164,9 @@ class _Steps:
     ) -> None:
         self.runner, self.server, self.workload, self.slos = runner, server, workload, tuple(slos)
         self.run_dir, self.timings, self.stop = Path(run_dir), timings, stop
-        self.resume = Path(resume) if resume is not None and Path(resume).resolve() != self.run_dir.resolve() else None
+        if resume is not None and (Path(resume).resolve() == self.run_dir.resolve() or not runner.same_machine(resume)):
+            resume = None  # a step measured on another machine is not this machine's (a rate does not travel)
+        self.resume = Path(resume) if resume is not None else None
         """An interrupted search's run directory: its finished steps are kept, up to the first it lacks."""
 
     def _halt(self, done: int, partial: Any) -> bool:

@@ -243,12 +243,13 @@ def test_soaks_stopped_part_way_resume_on_a_new_launch_keeping_the_soaks_they_fi
     """A winner's soaks (two tries) stopped in the second, after the first did not hold: the same soaks on
     a new launch with `resume` keep the first as measured (its verdict, `resumed_from`, its files copied
     over) and run the second, a resolution lower, on the new server; nothing of the one stopped part-way
-    is kept. The server is a simulated FIFO queue serving 5 req/s (`FifoServer`), behind the fake runner
-    that stands in for a launched SGLang."""
+    is kept. A launch on another machine (`machine.json` of the stopped launch, by GPU UUID) keeps
+    nothing: a rate measured on one machine is not another's. The server is a simulated FIFO queue serving
+    5 req/s (`FifoServer`), behind the fake runner that stands in for a launched SGLang."""
     import json
 
     from servetune.context import Context
-    from servetune.runner import CapacitySearch, soak_server
+    from servetune.runner import CapacitySearch, measure_soak
     from servetune.schema.workload import Workload
     from servetune.testing.fake import FakeRunner
 
@@ -262,33 +263,36 @@ def test_soaks_stopped_part_way_resume_on_a_new_launch_keeping_the_soaks_they_fi
         seed = call.workload.seed
         return FifoServer(service_s=0.2).run(arrivals(call.workload.request_rate, call.total, seed), seed)
 
-    def stopped() -> bool:
-        return len(served) >= stop_after["soaks"]
-
-    runner = FakeRunner(measure, files=True)
+    runner = FakeRunner(measure, files=True, machine="GPU-a")
     resolution = Context.build("qwen3-8b", gpu="h200").resolve()
     workload = Workload(name="soak", summary="soak test", max_concurrency=None, input_tokens=64, output_tokens=16)
     slos = parse_slos(["p90_ttft_ms<=1000"])
     search = CapacitySearch(resolution=0.25, warmup_s=1.0, backlog_s=3.0, wave=4, seed=3)
-    first, second = tmp_path / "first", tmp_path / "second"
-    with pytest.raises(KeyboardInterrupt), runner.start(resolution, run_dir=first) as server:
-        soak_server(runner, server, workload, slos, rate=6.0, seconds=40.0, run_dir=first, search=search, tries=2,
-                    stop=stopped)  # fmt: skip
+
+    def soak(run_dir, **kw):
+        return measure_soak(runner, resolution, workload, slos, rate=6.0, seconds=40.0, run_dir=run_dir,
+                            search=search, tries=2, **kw)  # fmt: skip
+
+    first, second, third = tmp_path / "first", tmp_path / "second", tmp_path / "third"
+    with pytest.raises(KeyboardInterrupt):
+        soak(first, stop=lambda: len(served) >= stop_after["soaks"])
     tried = [p.relative_to(first).as_posix() for p in served]
     assert tried == ["soaks/01-6", "soaks/02-4.8"] and not (first / tried[1] / "verdict.json").exists()
     missed = json.loads((first / tried[0] / "verdict.json").read_text())
-    assert missed["state"] != "met"
+    assert missed["state"] != "met" and json.loads((first / "machine.json").read_text()) == {"machine": "GPU-a"}
 
     stop_after["soaks"] = 10**6
-    with runner.start(resolution, run_dir=second) as server:
-        soaks, failure = soak_server(runner, server, workload, slos, rate=6.0, seconds=40.0, run_dir=second,
-                                     search=search, tries=2, resume=first)  # fmt: skip
-    assert failure is None and [s.rate for s in soaks] == pytest.approx([6.0, 4.8])
-    kept, ran = soaks
+    m = soak(second, resume=first)
+    assert m.failure is None and [s.rate for s in m.soaks] == pytest.approx([6.0, 4.8])
+    kept, ran = m.soaks
     assert kept.resumed_from == str(first / tried[0]) and kept.state == missed["state"]
     assert (second / tried[0] / "requests.jsonl").exists() and kept.run_dir == str(second / tried[0])
     assert ran.resumed_from is None and served[2:] == [second / tried[1]]  # only the stopped soak ran again
     assert json.loads((second / "soak.json").read_text())["soaks"][0]["resumed_from"] == str(first / tried[0])
+
+    runner.machine_id = "GPU-c"  # the same soaks resumed on another machine
+    m = soak(third, resume=first)
+    assert [s.resumed_from for s in m.soaks] == [None, None] and served[3:] == [third / t for t in tried]
 
 
 def test_a_step_the_client_could_not_generate_is_not_a_verdict():
