@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from servetune.errors import BenchError
+from servetune.hardware import machine_id
 from servetune.launch import PortReservation
 from servetune.runner import WATCHED_FIELDS, SglangRunner, SglangServer
 from servetune.testing import standin_command
@@ -26,6 +27,7 @@ RUN_FILES = (
     "server.pid",
     "server_info.json",
     "server_info_diff.json",
+    "machine.json",
     "metrics.json",
     "result.json",
 )
@@ -53,6 +55,7 @@ def test_a_measurement_returns_metrics_diff_timings_and_every_run_file(make_runn
     assert json.loads((tmp_path / "metrics.json").read_text())["completed"] == 12
     assert "gpu:" in (tmp_path / "facts.yaml").read_text()
     assert "--cuda-graph-max-bs-decode 64" in (tmp_path / "argv.txt").read_text()
+    assert json.loads((tmp_path / "machine.json").read_text()) == {"machine": machine_id()}  # None without NVML
     assert m.url is not None and group_gone(_pid(tmp_path))
 
 
