@@ -13,6 +13,7 @@ stand-in runner in `servetune.testing` (the same, with the stand-in server's com
 
 from __future__ import annotations
 
+import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -253,8 +254,6 @@ class BaseRunner(ABC):
     def same_machine(self, run_dir: Path) -> bool:
         """Whether the launch recorded in `run_dir` (its `machine.json`) ran on this runner's machine; where
         either side cannot tell (no NVML, a run recorded before machines were), True."""
-        import json
-
         try:
             there = json.loads((Path(run_dir) / "machine.json").read_text(encoding="utf-8"))["machine"]
         except (OSError, ValueError, KeyError, TypeError):

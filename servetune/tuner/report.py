@@ -133,8 +133,9 @@ def _console():
 
 
 def _soak_text(k: dict[str, Any]) -> str:
-    """`; soak of trial 3 at 12.1 req/s: met` (after `15.2 undecided` when the winner stepped down; after
-    `searched first on the soak's machine: 12.1 certified` when its rounds were measured on another)."""
+    """`; soak of trial 3 at 12.1 req/s: met` (after `15.2 undecided` when the winner stepped down; with
+    `(its rounds ran on another machine; searched first on the soak's: 12.1 certified)` after the trial
+    where the soak's launch searched first)."""
     before = "".join(f"{x['rate']:.4g} {x['state']}, " for x in (k.get("tried") or [])[:-1])
     searched = ""
     if "searched" in k:
