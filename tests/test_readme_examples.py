@@ -289,6 +289,7 @@ def _prefills(runs: Path) -> int:
     return sum(log.read_text(errors="replace").count("Prefill batch") for log in runs.glob("*/server.log"))
 
 
+@pytest.mark.timeout(600)  # the search's steps run until decided: 212 s in the README, up to 5 x 120 s + soaks
 def test_the_capacity_example(tmp_path):
     """The capacity search with a soak: the README's kinds of line (steps, capacity, soak), in order."""
     example = _example(
@@ -306,7 +307,9 @@ def test_the_tune_example(tmp_path):
     # busy 2-core CI box its threads and the client then run out of CPU, so every config reads about 40 and
     # no finalist survives the confirmation (seen in CI: rules 41.1, the README's winner 37.8). At half
     # speed the landscape, not the CPU, decides; the README's shape (labels, not figures) is what is compared.
-    out = _run(_argv(example, {}), tmp_path, cwd=tmp_path, timeout=600, env={"SERVETUNE_STANDIN_TIME_SCALE": "0.5"})
+    # Quarter speed since CI once read the configs at 21.8-24.6 at half speed (the README's winner not among
+    # the local trials, no finalist confirmed) on a 2-core box whose Python ran about half as fast as before.
+    out = _run(_argv(example, {}), tmp_path, cwd=tmp_path, timeout=600, env={"SERVETUNE_STANDIN_TIME_SCALE": "1.0"})
     assert out.returncode == 0, out.stdout
     assert_same_shape(example, out.stdout, "label")
     assert (tmp_path / "best.yaml").is_file()
