@@ -4,11 +4,13 @@
 
     tar -xJf docs/h200-evidence.tar.xz -C /tmp
     python scripts/h200_replay_steps.py /tmp/h200 [--widths 0 5] [--runs certified-s8 certified-s9 soaks-s10]
+    python scripts/h200_replay_steps.py /tmp/h200 --widths 5 --runs soaks-s10 soaks-s11 study-s16 --soaks-only
 
 Each step directory holding a `verdict.json` and a `requests.jsonl` is replayed (`verdict.replay`) up to
-the moment its recorded step stopped (the recorded `at_s`), at the rate its directory names
-(`NN-RATE`, or `CONFIG-RATE/soak`), with the SLOs of those runs (p99 TTFT <= 2 s, p99 TPOT <= 25 ms), a
-120 s step or a 300 s soak. A step judged by an older protocol can read differently from its record
+the moment its recorded step stopped (the recorded `at_s`), at its rate (its `workload.json`'s, else the
+one its directory names: `NN-RATE`, `CONFIG-RATE/soak`), with the SLOs of those runs (p99 TTFT <= 2 s,
+p99 TPOT <= 25 ms), a 120 s step or a 300 s soak (`soak/`, or under `soaks/`). A step judged by an older
+protocol can read differently from its record
 even with every request independent (the backlog test decides at other checkpoints now): compare the
 columns, not a column with the record. Prints one line per step and a count of (first width, last
 width) verdict pairs.
@@ -29,17 +31,20 @@ SLOS = parse_slos(["p99_ttft_ms<=2000", "p99_tpot_ms<=25"])
 
 
 def steps(root: Path):
-    """(label, directory, rate, soak) of every recorded step under `root`."""
+    """(label, directory, rate, soak) of every recorded step under `root`: a soak is a `soak/` directory or
+    one under `soaks/`; the rate is its `workload.json`'s, else the one its directory names."""
     for verdict in sorted(root.rglob("verdict.json")):
         step = verdict.parent
         if not (step / "requests.jsonl").is_file():
             continue
-        soak = step.name == "soak"
-        name = step.parent.name if soak else step.name
-        try:
-            rate = float(name.rsplit("-", 1)[1])
-        except (IndexError, ValueError):
-            continue
+        soak = step.name == "soak" or step.parent.name == "soaks"
+        workload = step / "workload.json"
+        rate = json.loads(workload.read_text()).get("request_rate") if workload.is_file() else None
+        if rate is None:
+            try:
+                rate = float((step.parent.name if step.name == "soak" else step.name).rsplit("-", 1)[1])
+            except (IndexError, ValueError):
+                continue
         yield str(step.relative_to(root.parent)), step, rate, soak
 
 
@@ -48,10 +53,13 @@ def main() -> int:
     parser.add_argument("archive", type=Path, help="the unpacked evidence archive's h200/ directory")
     parser.add_argument("--widths", type=float, nargs="+", default=[0.0, 5.0])
     parser.add_argument("--runs", nargs="+", default=["certified-s8", "certified-s9", "soaks-s10"])
+    parser.add_argument("--soaks-only", action="store_true", help="replay the soaks only")
     args = parser.parse_args()
     pairs: collections.Counter = collections.Counter()
     for run in args.runs:
         for label, step, rate, soak in steps(args.archive / run):
+            if args.soaks_only and not soak:
+                continue
             recorded = json.loads((step / "verdict.json").read_text())
             records = load_requests(step / "requests.jsonl")
             cells, states = [], []
@@ -63,6 +71,7 @@ def main() -> int:
                 counts = " ".join(
                     f"{c.slo.split('_')[1]} {c.over}/{c.judged}"
                     + (f" ÷{c.cluster_effect:.1f}" if c.cluster_effect > 1 else "")
+                    + (f" needs {c.needed}" if c.decision is None and c.needed else "")
                     for c in verdict.slos
                 )
                 cells.append(f"{verdict.state:9s} {verdict.at_s:5.1f} s  {counts}")

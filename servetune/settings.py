@@ -101,7 +101,8 @@ class CapacityOptions:
         opt(
             "--confidence", min=0.5, max=0.999, panel=CAPACITY_PANEL,
             help="Confidence of each step's SLO verdicts (a sequential binomial test). A p99 SLO is met at 95% after "
-            "433 judged requests with none over (685 with one, 882 with two), at 99% after 622; p90 at 95% after 41.",
+            "433 judged requests with none over (685 with one, 882 with two), at 99% after 622; p90 at 95% after 41. "
+            "A soak, judged once at its end, is met after 299 (473 with one, 628 with two; 459 at 99%).",
         ),
     ] = 0.95  # fmt: skip
     cluster_seconds: Annotated[

@@ -75,10 +75,12 @@ many runs of overs (p99 at 95%: 1065): at 5 req/s a 120 s step judges about 575,
 of what p99 allows."""
 
 
-def step_length(step_s: float, rate: float, slos: Sequence[LatencySlo], rules: StepRules) -> float:
-    """A step's longest run at `rate`: `step_s`, or long enough to judge the requests a met verdict
-    needs with `REACH` runs of overs (`StepJudge.needed`), at most `MAX_STEP_S`."""
-    need = StepJudge(slos, rules, rate=rate, max_s=step_s).needed(REACH)
+def step_length(
+    step_s: float, rate: float, slos: Sequence[LatencySlo], rules: StepRules, *, soak: bool = False
+) -> float:
+    """A step's (or a `soak`'s) longest run at `rate`: `step_s`, or long enough to judge the requests a
+    met verdict needs with `REACH` runs of overs (`StepJudge.needed`), at most `MAX_STEP_S`."""
+    need = StepJudge(slos, rules, rate=rate, max_s=step_s, soak=soak).needed(REACH)
     return min(MAX_STEP_S, max(step_s, rules.warmup_s + max(need / rate, rules.backlog_s)))
 
 
@@ -87,7 +89,7 @@ def soak_plan(
 ) -> StepPlan:
     """A soak of `seconds` at `rate` as a step: met only at its end, lengthened where the rate is too
     low for a verdict in `seconds` (`step_length`); `index`: its place among a search's soaks."""
-    judge = StepJudge(slos, rules, rate=rate, max_s=step_length(seconds, rate, slos, rules), soak=True)
+    judge = StepJudge(slos, rules, rate=rate, max_s=step_length(seconds, rate, slos, rules, soak=True), soak=True)
     return StepPlan(index=index, rate=rate, repeat=0, seed=seed, max_s=judge.max_s, judge=judge)
 
 

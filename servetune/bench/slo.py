@@ -11,7 +11,7 @@ wrong, an example. Two things are judged against a set of latency SLOs:
 - **the verdict** of a run: each SLO's statistic over the run's requests against its bound (TTFT
   and E2E from each request's scheduled arrival when the run had a schedule: `request_latency_ms`),
   and, for a percentile, whether the count over the bound is enough to say so at 95% confidence
-  (`SloVerdict.confident`, `servetune.bench.stats.SequentialBinomial`);
+  (`SloVerdict.confident`, `servetune.bench.stats.FixedBinomial`: one look, at the run's end);
 - **goodput**: the requests per second that met *every* SLO's bound individually (a request
   meets `p99_ttft_ms<=800` when its own TTFT is at most 800 ms; its TPOT is
   `(e2e - ttft) / (output_tokens - 1)`; its ITL is its mean inter-token gap), over the run's
@@ -300,8 +300,10 @@ class SloVerdict(BaseModel):
     samples: int = 0
     """Samples judged (requests; for ITL, gaps)."""
     confident: Literal["met", "missed", "undecided"] | None = None
-    """A percentile SLO's verdict at the run's confidence (`servetune.bench.stats.SequentialBinomial`
-    on `samples` and `over`): `undecided` when the run is too short to tell; None for a mean."""
+    """A percentile SLO's verdict at the run's confidence (`servetune.bench.stats.FixedBinomial` on
+    `samples` and `over`, the one test of a run judged once, at its end: p99 at 95% is met from 299
+    samples with none over, MLPerf's count): `undecided` when the run is too short to tell; None for a
+    mean."""
 
     @property
     def headroom(self) -> float:
@@ -329,7 +331,7 @@ def judge(
 ) -> SloReport:
     """Verdicts and goodput of a run from its per-request records over `duration_s`; each SLO's
     statistic is taken over `samples_ms`, its confident verdict from the count over its bound."""
-    from servetune.bench.stats import SequentialBinomial
+    from servetune.bench.stats import FixedBinomial
 
     verdicts = []
     for s in slos:
@@ -338,7 +340,7 @@ def judge(
         value = statistic(values, s.stat)
         confident = None
         if s.quantile is not None and values:
-            decided = SequentialBinomial(1.0 - s.quantile, confidence).decide(len(values), over)
+            decided = FixedBinomial(1.0 - s.quantile, confidence).decide(len(values), over)
             confident = decided or "undecided"
         verdicts.append(
             SloVerdict(

@@ -29,7 +29,9 @@ complete, whether it may stop. Its parts:
   the judged requests still to come could outweigh) ends the step at once as undecided.
 
 A step ends at its first decision (a soak only at its end, unless missed) or at `max_s`, where an
-open verdict becomes `undecided` (counts as not met, shown as such).
+open verdict becomes `undecided` (counts as not met, shown as such). A soak is met once, at the length
+it was planned to run, so its met is the fixed-length binomial test (`stats.FixedBinomial`: 299
+judged with none over for p99 at 95%, not the sequential 433); its early miss stays sequential.
 """
 
 from __future__ import annotations
@@ -44,11 +46,13 @@ from pydantic import BaseModel, ConfigDict
 
 from servetune.bench.slo import LatencySlo, request_latency_ms, statistic
 from servetune.bench.stats import (
+    FixedBinomial,
     SequentialBinomial,
     cluster_effect,
     design_effect,
     mean_se,
     min_judged,
+    min_judged_once,
     t_quantile,
     trend,
 )
@@ -235,7 +239,8 @@ class StepJudge:
         rules: How to judge.
         rate: The step's Poisson rate (req/s).
         max_s: The step's longest run (s); at it, an open verdict is `undecided`.
-        soak: A soak: met only at `max_s` (it may still stop early when missed).
+        soak: A soak: met only at `max_s`, by one fixed-length test there (`stats.FixedBinomial`:
+            it looks once); it may still stop early when missed (sequentially) or futile.
     """
 
     def __init__(
@@ -267,10 +272,14 @@ class StepJudge:
         """The step's records as the last look saw them (every arrival sent, in arrival order)."""
         return self._records if self._records is not None else ()
 
-    def needed(self, over: int = 0) -> int:
+    def needed(self, over: float = 0) -> int:
         """Judged requests the strictest percentile SLO needs to be met with `over` over its bound."""
-        counts = [min_judged(t.allowed, t.confidence, over) or 0 for t in self._tests.values()]
+        counts = [self._min_judged(t, over) or 0 for t in self._tests.values()]
         return max(counts, default=0)
+
+    def _min_judged(self, test: SequentialBinomial, over: float) -> int | None:
+        """The judged count `test`'s SLO is met from with `over` over: once, at a soak's end, or sequentially."""
+        return (min_judged_once if self.soak else min_judged)(test.allowed, test.confidence, over)
 
     def shortfall(self) -> str | None:
         """Why a step this long cannot reach a verdict at its rate, or None."""
@@ -408,10 +417,14 @@ class StepJudge:
             )  # fmt: skip
         effect = cluster_effect(prefix.clusters.values())  # 1 without spans (`cluster_s` 0)
         per_request = n / prefix.cursor if prefix.cursor else 1.0
-        need = min_judged(test.allowed, test.confidence, over / effect)
+        need = self._min_judged(test, over / effect)
+        decision = test.decide(n / effect, over / effect)
+        if self.soak and decision != "missed":  # a soak's met: one look at its end (`done` holds it till then)
+            decision = FixedBinomial(test.allowed, test.confidence).decide(n / effect, over / effect)
+            decision = decision if decision == "met" else None
         return SloCheck(
             slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms,
-            decision=test.decide(n / effect, over / effect), cluster_effect=round(effect, 2),
+            decision=decision, cluster_effect=round(effect, 2),
             needed=math.ceil(need * effect) if need is not None else None,
             reachable=int(n + per_request * (len(judged) - prefix.cursor + remaining)),
         )  # fmt: skip
