@@ -8,6 +8,11 @@
 # PLAN items, run in order while the call's budget allows (MIN_S seconds left):
 #   cap:CONFIG:START[:SEED]        a capacity search of CONFIG from START req/s (sequence seed SEED, default 0)
 #   soak:CONFIG:RATE:SECS[:SEED]   a soak of CONFIG at RATE req/s for SECS seconds
+# or, on one server that several items share (as a user would: `servetune launch`, then `bench --url`):
+#   launch:CONFIG                  `servetune launch` of CONFIG on port 30000, in its own session (stopped by `stop`)
+#   ucap:START:SEED[:SOAK_S]       `bench --url --capacity` from START, then (SOAK_S) one soak at the capacity found
+#   usoak:RATE:SECS[:SEED]         `bench --url --soak-seconds SECS` at RATE; RATE `xF`: F times the last ucap's capacity
+#   stop                           stops the launched server
 # CONFIG: defaults, mrr48 (--max-running-requests 48), or seed51 (issue 20's seed: 51 and a 152-wide decode graph). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
 # Back in $OUT: run.log, certified.tar.xz (every run dir with its steps, plots, telemetry; --json outputs), cache.tar.xz
 BUDGET_S=${BUDGET_S:-580}
@@ -23,25 +28,64 @@ export SERVETUNE_SGLANG_CMD="bash $REPO/scripts/device/sgl_fast_stop.sh"
 SLO_ARGS=(${SLO:---slo p99_ttft_ms<=2000 --slo p99_tpot_ms<=25})
 C=/tmp/sgl/certified; mkdir -p $C
 n=$(ls $C | grep -c '\.json$' || true)
-for item in ${PLAN:?set PLAN}; do
-  IFS=: read -r kind cfg a b c <<< "$item"
-  case $cfg in
+URL=http://127.0.0.1:30000
+LAUNCH=""    # the run dir of the server `launch` started (its server.log is the telemetry's source)
+LASTCAP=""   # the capacity the last ucap found
+cfg_flags() {
+  case $1 in
     mrr48) extra=(--set max_running_requests=48) ;;
     seed51) extra=(--set max_running_requests=51 --set cuda_graph_max_bs_decode=152) ;;  # issue 20's seed
     *) extra=() ;;
   esac
+}
+# launch_server NAME CONFIG: `servetune launch` in a new session (pgid in $STATE: stop_ours ends it), ready or 1
+launch_server() {
+  port_free 30000 || { stamp "port 30000 is taken before launch: refusing"; return 1; }
+  cfg_flags "$2"
+  setsid python3 -m servetune launch --model "$M3" --hardware "$HW" --sglang-version 0.5.17 \
+    --workload single-image-stream "${PINS[@]}" "${extra[@]}" --run-dir "$C/$1" > "$C/$1.out" 2>&1 < /dev/null &
+  local pid=$! t=$(date +%s) pg
+  sleep 0.2; pg=$(ps -o pgid= -p "$pid" | tr -d ' '); echo "${pg:-$pid}" > "$STATE/$1.pgid"
+  stamp "servetune launch $2: pid $pid pgid ${pg:-$pid} (${extra[*]})"
+  while :; do
+    kill -0 "$pid" 2>/dev/null || { stamp "launch died"; tail -30 "$C/$1.out"; return 1; }
+    curl -sf -m 20 "$URL/health_generate" >/dev/null 2>&1 && { stamp "ready after $(( $(date +%s) - t ))s"; LAUNCH=$C/$1; return 0; }
+    [ "$(left)" -gt 60 ] || { stamp "not ready with $(left)s left"; stop_ours; return 1; }
+    sleep 2
+  done
+}
+for item in ${PLAN:?set PLAN}; do
+  IFS=: read -r kind cfg a b c <<< "$item"
+  cfg_flags "$cfg"
+  case $kind in stop) stamp "== stop"; stop_ours; LAUNCH=""; continue ;; esac
   if [ "$(left)" -lt "${MIN_S:-200}" ]; then stamp "skipping $item: $(left)s left"; continue; fi
   n=$((n + 1)); name=$(printf '%02d' $n)-$kind-$cfg
+  served=(--model "$M3" --hardware "$HW" --sglang-version 0.5.17 "${PINS[@]}" "${extra[@]}")
   case $kind in
     cap) what=(--capacity --start-rate "$a" --seed "${b:-0}") ;;
     soak) what=(--soak-seconds "$b" --request-rate "$a" --seed "${c:-0}") ;;
+    launch) name=$(printf '%02d' $n)-launch-$cfg; launch_server "$name" "$cfg"; continue ;;
+    ucap|usoak)
+      [ -n "$LAUNCH" ] || { stamp "skipping $item: no launched server"; continue; }
+      served=(--url "$URL" --server-log "$LAUNCH/server.log"); name=$(printf '%02d' $n)-$kind
+      if [ "$kind" = ucap ]; then   # here cfg is START, a SEED, b SOAK_S
+        what=(--capacity --start-rate "$cfg" --seed "${a:-0}")
+        [ -n "${b:-}" ] && what+=(--soak-seconds "$b" --soak-tries 1)
+      else                          # here cfg is RATE (or xF), a SECS, b SEED
+        rate=$cfg
+        if [ "${rate#x}" != "$rate" ]; then
+          [ -n "$LASTCAP" ] || { stamp "skipping $item: no capacity to scale"; continue; }
+          rate=$(python3 -c "print(round(${rate#x} * $LASTCAP, 3))")
+        fi
+        what=(--soak-seconds "$a" --request-rate "$rate" --seed "${b:-0}")
+      fi ;;
     *) stamp "unknown item $item"; continue ;;
   esac
   stamp "== $name: ${what[*]} ($(left)s left)"
-  timeout -s INT -k 20 $(( $(left) - 25 )) python3 -m servetune bench --model "$M3" --hardware "$HW" \
-    --sglang-version 0.5.17 --workload single-image-stream "${PINS[@]}" "${extra[@]}" "${SLO_ARGS[@]}" \
-    "${what[@]}" --run-dir $C/$name --json > $C/$name.json 2> $C/$name.err
+  timeout --foreground -s INT -k 20 $(( $(left) - 25 )) python3 -m servetune bench "${served[@]}" --workload single-image-stream \
+    "${SLO_ARGS[@]}" "${what[@]}" --run-dir $C/$name --json > $C/$name.json 2> $C/$name.err
   stamp "rc=$?"; tail -25 $C/$name.err
+  [ "$kind" = ucap ] && LASTCAP=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['capacity']['request_rate'] or '')" "$C/$name.json" 2>/dev/null)
   python3 - "$C/$name.json" <<'PY' || true
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -52,6 +96,8 @@ if "capacity" in d:
           len(c["steps"]), "bench_s", round(c["bench_s"]), "start_s", t.get("startup_s"), "note", c["note"])
     for s in c["steps"]:
         print("  step", s["index"], round(s["rate"], 3), s["state"], round(s["at_s"], 1), s["judged"], s["why"][:150])
+    for s in c.get("soaks") or []:
+        print("  soak", s["rate"], s["state"], round(s["at_s"], 1), s["why"][:200], s.get("latency_ms"))
 else:
     s = d["soak"]
     print("soak", s["rate"], s["state"], round(s["at_s"], 1), s["why"][:200], s["latency_ms"], "start_s", t.get("startup_s"))

@@ -10,7 +10,9 @@ REPO=$PWD
 T0=$(date +%s)
 STATE=/tmp/sgl/state            # pgids of servers this script family started (also across warm calls)
 mkdir -p "$STATE" "$OUT"
-exec > >(tee -a "$OUT/run.log") 2>&1
+# tee ignores INT and TERM (an ignored signal stays ignored across exec): a signal to the whole process group
+# (detach.sh stop) must not end the log before the EXIT trap below has stopped our servers; it ends at EOF
+exec > >(trap '' INT TERM; exec tee -a "$OUT/run.log") 2>&1
 
 stamp() { echo "[$(date +%H:%M:%S) +$(( $(date +%s) - T0 ))s] $*"; }
 

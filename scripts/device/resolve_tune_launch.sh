@@ -63,7 +63,7 @@ step_tune() {
     objective=(--objective capacity --slo "${TUNE_SLO_TTFT:-p99_ttft_ms<=2000}" --slo "${TUNE_SLO_TPOT:-p99_tpot_ms<=25}"
                ${TUNE_SEARCH:---start-rate 12})
   fi
-  timeout -s INT -k 40 $lim $ST tune --model "$M3" --hardware "$HW" --sglang-version 0.5.17 --workload single-image-stream \
+  timeout --foreground -s INT -k 40 $lim $ST tune --model "$M3" --hardware "$HW" --sglang-version 0.5.17 --workload single-image-stream \
     "${pins[@]}" "${objective[@]}" --space "${TUNE_SPACE:-scripts/device/space-0.5.17.yaml}" --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \
     --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream --run-dir $T \
     --startup-timeout 300 --seed ${TUNE_SEED:-0} ${TUNE_REQUESTS:+--requests $TUNE_REQUESTS} ${TUNE_LOCAL:+--local-trials $TUNE_LOCAL} \
