@@ -38,6 +38,7 @@ __all__ = [
     "Trend",
     "cluster_effect",
     "design_effect",
+    "projected_cluster_effect",
     "max_missed",
     "mean_se",
     "min_judged",
@@ -313,6 +314,28 @@ def cluster_effect(clusters: Iterable[tuple[int, int]]) -> float:
         return 1.0
     share = over / total
     between = k / (k - 1) * math.fsum((x - share * n) ** 2 for n, x in counts) / total**2
+    return max(1.0, between / (share * (1.0 - share) / total))
+
+
+def projected_cluster_effect(clusters: Iterable[tuple[int, int]], total: float, span: float) -> float:
+    """`cluster_effect` once the count reaches `total` samples with every sample still to come within the
+    bound: `clusters` completed by clean clusters of `span` samples (the last one partial). What a judge
+    would read at a step's end in the best case: early in a step the estimate rests on few clusters, and a
+    burst in one of two reads up to twice its size there (the k/(k-1) term), where the same burst among the
+    clusters a step's end holds reads about its size."""
+    counts = [(n, x) for n, x in clusters if n > 0]
+    n = sum(c for c, _ in counts)
+    over = sum(x for _, x in counts)
+    rest = total - n
+    if rest <= 0 or span <= 0 or over <= 0:
+        return cluster_effect(counts)
+    whole = int(rest // span)
+    part = rest - whole * span
+    k = len(counts) + whole + (part > 0)
+    share = over / total
+    between = math.fsum((x - share * c) ** 2 for c, x in counts)
+    between += whole * (share * span) ** 2 + (share * part) ** 2
+    between *= k / (k - 1) / total**2
     return max(1.0, between / (share * (1.0 - share) / total))
 
 

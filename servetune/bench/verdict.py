@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -53,6 +53,7 @@ from servetune.bench.stats import (
     mean_se,
     min_judged,
     min_judged_once,
+    projected_cluster_effect,
     t_quantile,
     trend,
 )
@@ -417,17 +418,53 @@ class StepJudge:
             )  # fmt: skip
         effect = cluster_effect(prefix.clusters.values())  # 1 without spans (`cluster_s` 0)
         per_request = n / prefix.cursor if prefix.cursor else 1.0
-        need = self._min_judged(test, over / effect)
         decision = test.decide(n / effect, over / effect)
         if self.soak and decision != "missed":  # a soak's met: one look at its end (`done` holds it till then)
-            decision = FixedBinomial(test.allowed, test.confidence).decide(n / effect, over / effect)
-            decision = decision if decision == "met" else None
+            decision = "met" if self._meets(test, n / effect, over / effect) else None
+        clean_span = per_request * self.rate * width if width > 0 else 0.0  # samples one span of arrivals holds
         return SloCheck(
             slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms,
             decision=decision, cluster_effect=round(effect, 2),
-            needed=math.ceil(need * effect) if need is not None else None,
+            needed=self._needed_by_end(test, prefix.clusters.values(), over, effect, clean_span),
             reachable=int(n + per_request * (len(judged) - prefix.cursor + remaining)),
         )  # fmt: skip
+
+    def _meets(self, test: SequentialBinomial, n: float, over: float) -> bool:
+        """Whether `n` judged with `over` over (effective counts) are met: by one test at a soak's end, else
+        by the sequential test."""
+        if self.soak:
+            return FixedBinomial(test.allowed, test.confidence).decide(n, over) == "met"
+        return test.decide(n, over) == "met"
+
+    def _needed_by_end(
+        self, test: SequentialBinomial, clusters: Iterable[tuple[int, int]], over: int, effect: float, span: float
+    ) -> int | None:
+        """The judged samples `test`'s SLO needs to be met with `over` over, if every sample still to come is
+        within the bound: the cluster effect then is the one a count of that size would read
+        (`stats.projected_cluster_effect`, clean spans of `span` samples to come), not today's, which rests
+        on the spans seen so far (a burst in the second of two spans read 3.2 on the H200 where a step's
+        end would read 2.0, and stopped a step that could still be met). None beyond a million."""
+        if over == 0 or span <= 0:  # the effect cannot move: 1 with nothing over, or no spans
+            need = self._min_judged(test, over / effect)
+            return math.ceil(need * effect) if need is not None else None
+        clusters = list(clusters)
+
+        def met(total: int) -> bool:
+            end = projected_cluster_effect(clusters, total, span)
+            return self._meets(test, total / end, over / end)
+
+        lo = hi = max(1, sum(c for c, _ in clusters))
+        while not met(hi):  # met grows likelier with the count: the clean spans outweigh the burst
+            lo, hi = hi, hi * 2
+            if hi > 1_000_000:
+                return None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if met(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def _mean_decision(self, slo: LatencySlo, judged: Sequence[RequestRecord], now: float) -> str | None:
         """A mean SLO: met when its upper confidence bound (bins of completed requests) is within the

@@ -360,7 +360,7 @@ def test_when_no_soak_holds_within_the_tries_there_is_no_sustained_figure_and_th
     assert soak_down(_threshold_soak(5.0, calls), nothing, tries=2) is nothing and len(calls) == 2
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [2, 4])  # seeds whose certified capacity does not hold 300 s (seed 1's holds)
 def test_a_burst_the_search_missed_is_caught_by_the_soak_and_the_sustained_rate_holds_its_span(seed):
     """A batching server whose TPOT overs come in bursts (as SGLang's do on the H200): the certified
     search reads it above what 300 s hold; the soaks step down to a rate that held for all 300 s,
