@@ -25,7 +25,7 @@ as independent observations; the one-sided bounds use Student's t on the bins.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -214,18 +214,8 @@ def min_judged_once(allowed: float, confidence: float, over: float = 0, limit: i
     (p99 at 95%: 299 with none over, 473 with one, 628, 773: MLPerf LoadGen's table); None beyond
     `limit`. `over` may be an effective count (`cluster_effect`)."""
     test = FixedBinomial(allowed, confidence)
-    lo = hi = math.floor(over) + 1
-    while test.decide(hi, over) != "met":  # P(X <= over) falls as n grows at fixed `over`
-        lo, hi = hi, hi * 2
-        if hi > limit:
-            return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if test.decide(mid, over) == "met":
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    # P(X <= over) falls as n grows at fixed `over`
+    return first_count(lambda n: test.decide(n, over) == "met", math.floor(over) + 1, limit)
 
 
 @lru_cache(maxsize=4096)
@@ -234,18 +224,21 @@ def min_judged(allowed: float, confidence: float, over: float = 0, limit: int = 
     calls met (p99 at 95%: 433 with none over, 685 with one); None beyond `limit`. `over` may be an
     effective count (`cluster_effect`)."""
     test = SequentialBinomial(allowed, confidence)
+    # the evidence for met grows with n at fixed `over`
+    return first_count(lambda n: test.evidence(n, over)[0] >= test.threshold, math.floor(over) + 1, limit)
 
-    def met(n: int) -> bool:
-        return test.evidence(n, over)[0] >= test.threshold
 
-    lo = hi = math.floor(over) + 1
-    while not met(hi):  # the evidence for met grows with n at fixed `over`
+def first_count(holds: Callable[[int], bool], start: int, limit: int) -> int | None:
+    """The smallest count from `start` (at least 1) at which `holds`, a predicate that stays true once it
+    is true, holds (doubling, then bisecting); None when it does not by `limit`."""
+    lo = hi = max(1, start)
+    while not holds(hi):
         lo, hi = hi, hi * 2
         if hi > limit:
             return None
     while lo < hi:
         mid = (lo + hi) // 2
-        if met(mid):
+        if holds(mid):
             hi = mid
         else:
             lo = mid + 1

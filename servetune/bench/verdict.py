@@ -50,6 +50,7 @@ from servetune.bench.stats import (
     SequentialBinomial,
     cluster_effect,
     design_effect,
+    first_count,
     mean_se,
     min_judged,
     min_judged_once,
@@ -453,18 +454,8 @@ class StepJudge:
             end = projected_cluster_effect(clusters, total, span)
             return self._meets(test, total / end, over / end)
 
-        lo = hi = max(1, sum(c for c, _ in clusters))
-        while not met(hi):  # met grows likelier with the count: the clean spans outweigh the burst
-            lo, hi = hi, hi * 2
-            if hi > 1_000_000:
-                return None
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if met(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        # met grows likelier with the count: the clean spans to come outweigh the burst
+        return first_count(met, sum(c for c, _ in clusters), 1_000_000)
 
     def _mean_decision(self, slo: LatencySlo, judged: Sequence[RequestRecord], now: float) -> str | None:
         """A mean SLO: met when its upper confidence bound (bins of completed requests) is within the
