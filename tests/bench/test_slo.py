@@ -97,7 +97,9 @@ def test_no_slo_no_report():
 
 def test_a_run_states_each_percentile_verdict_at_its_confidence():
     """`p99 <= bound` on a point statistic says "at most one of ~100 over"; the confident verdict says
-    whether the count over the bound certifies it: 200 clean requests do not, 450 do, 6 of 100 over miss."""
+    whether the count over the bound certifies it: 200 clean requests do not, 450 do, 6 of 100 over miss.
+    A run is judged once, at its end: the fixed-length test's 299 clean requests suffice (MLPerf's count;
+    a sequential test, for counts looked at again and again, would need 433)."""
     slo = parse_slos(["p99_ttft_ms<=100"])
 
     def verdict(n: int, over: int):
@@ -106,6 +108,7 @@ def test_a_run_states_each_percentile_verdict_at_its_confidence():
 
     short, long, bad = verdict(200, 0), verdict(450, 0), verdict(100, 6)
     assert short.met and short.confident == "undecided" and short.samples == 200
+    assert verdict(298, 0).confident == "undecided" and verdict(299, 0).confident == "met"
     assert long.met and long.confident == "met"
     assert not bad.met and bad.confident == "missed" and bad.over == 6
     assert (
