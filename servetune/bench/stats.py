@@ -34,16 +34,17 @@ from typing import Literal
 __all__ = [
     "FixedBinomial",
     "SequentialBinomial",
-    "binomial_cdf",
     "Trend",
+    "binomial_cdf",
     "cluster_effect",
     "design_effect",
-    "projected_cluster_effect",
+    "first_count",
     "max_missed",
     "mean_se",
     "min_judged",
     "min_judged_once",
     "percentile",
+    "projected_cluster_effect",
     "t_quantile",
     "trend",
 ]
@@ -316,20 +317,12 @@ def projected_cluster_effect(clusters: Iterable[tuple[int, int]], total: float, 
     would read at a step's end in the best case: early in a step the estimate rests on few clusters, and a
     burst in one of two reads up to twice its size there (the k/(k-1) term), where the same burst among the
     clusters a step's end holds reads about its size."""
-    counts = [(n, x) for n, x in clusters if n > 0]
-    n = sum(c for c, _ in counts)
-    over = sum(x for _, x in counts)
-    rest = total - n
-    if rest <= 0 or span <= 0 or over <= 0:
+    counts = list(clusters)
+    rest = total - sum(n for n, _ in counts)
+    if rest <= 0 or span <= 0:
         return cluster_effect(counts)
     whole = int(rest // span)
-    part = rest - whole * span
-    k = len(counts) + whole + (part > 0)
-    share = over / total
-    between = math.fsum((x - share * c) ** 2 for c, x in counts)
-    between += whole * (share * span) ** 2 + (share * part) ** 2
-    between *= k / (k - 1) / total**2
-    return max(1.0, between / (share * (1.0 - share) / total))
+    return cluster_effect([*counts, *[(span, 0)] * whole, (rest - whole * span, 0)])  # an empty one is skipped
 
 
 def t_quantile(p: float, dof: float) -> float:
