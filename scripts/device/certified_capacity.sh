@@ -17,7 +17,7 @@
 # Back in $OUT: run.log, certified.tar.xz (every run dir with its steps, plots, telemetry; --json outputs), cache.tar.xz
 BUDGET_S=${BUDGET_S:-580}
 . scripts/device/lib.sh
-stamp "certified_capacity on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
+stamp "certified_capacity on $(nvidia-smi --query-gpu=name,uuid,driver_version,memory.used --format=csv,noheader)"
 stamp "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"  # lent machines differ
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b)

@@ -186,6 +186,8 @@ class CapacityStep(BaseModel):
     """p50/p99 of TTFT and E2E (from the scheduled arrival) and TPOT (ms)."""
     lateness_p99_ms: float | None = None
     """The client's p99 lateness against the schedule (ms)."""
+    loop_lag_max_ms: float | None = None
+    """The longest stall of the client's event loop during the step (ms; `Metrics.loop_lag_max_ms`)."""
     bench_s: float = 0.0
     """Wall seconds of the step."""
     run_dir: str | None = None
@@ -206,7 +208,8 @@ class CapacityStep(BaseModel):
             rate=rate, state=state, met=state == "met", why=v.why, at_s=v.at_s, sent=v.sent, judged=v.judged,
             completed=m.completed if m else 0, failed=v.failed, goodput=report.goodput if report else 0.0,
             attainment=report.attainment if report else 0.0, verdict=v.model_dump(mode="json"),
-            latency_ms=_latency(m), lateness_p99_ms=m.lateness_p99_ms if m else None, bench_s=bench_s,
+            latency_ms=_latency(m), lateness_p99_ms=m.lateness_p99_ms if m else None,
+            loop_lag_max_ms=m.loop_lag_max_ms if m else None, bench_s=bench_s,
             run_dir=out.run_dir, profile=out.profile, resumed_from=out.resumed_from, **fields,
         )  # fmt: skip
 

@@ -162,6 +162,12 @@ class Metrics(BaseModel):
     """Poisson runs: the 99th percentile of the client's lateness (ms)."""
     lateness_max_ms: float | None = None
     """Poisson runs: the largest lateness of one arrival (ms)."""
+    loop_lag_p99_ms: float | None = None
+    """Builtin client: the 99th percentile of its event loop's lag (ms), sampled every `LOOP_TICK_S`: how
+    long a timer due then waited for the loop. The loop sends the arrivals and reads the first tokens, so
+    a lag counts into lateness and into TTFT; a TTFT that grows while this stays small grew in the server."""
+    loop_lag_max_ms: float | None = None
+    """Builtin client: the longest lag of its event loop (ms)."""
     slo: SloReport | None = None
     """The run against the `--slo` bounds: verdicts, goodput (req/s that met every bound) and attainment."""
 

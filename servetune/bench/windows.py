@@ -18,7 +18,16 @@ from collections.abc import Sequence
 from servetune.bench.schema import RequestRecord, SteadyWindow
 from servetune.bench.stats import percentile
 
-__all__ = ["FIT_MIN_WAVES", "client_pace", "fitted_rate", "lateness", "offered_ratio", "steady_window", "window_rate"]
+__all__ = [
+    "FIT_MIN_WAVES",
+    "client_pace",
+    "fitted_rate",
+    "lateness",
+    "loop_lag",
+    "offered_ratio",
+    "steady_window",
+    "window_rate",
+]
 
 
 def fitted_rate(times: Sequence[float]) -> float | None:
@@ -136,3 +145,11 @@ def lateness(records: Sequence[RequestRecord]) -> dict[str, float]:
         "lateness_p99_ms": percentile(lags, 99),
         "lateness_max_ms": lags[-1],
     }
+
+
+def loop_lag(lags_s: Sequence[float]) -> dict[str, float]:
+    """`loop_lag_p99_ms` and `loop_lag_max_ms` of the client's sampled event-loop lags (s; none without any)."""
+    if not lags_s:
+        return {}
+    ordered = sorted(lag * 1000.0 for lag in lags_s)
+    return {"loop_lag_p99_ms": percentile(ordered, 99), "loop_lag_max_ms": ordered[-1]}

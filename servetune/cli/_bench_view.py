@@ -129,6 +129,11 @@ def print_metrics(metrics: Metrics, as_json: bool) -> None:
             f"lateness     p50 {m.lateness_p50_ms:.1f} ms, p99 {m.lateness_p99_ms:.1f} ms, "
             f"max {m.lateness_max_ms:.1f} ms behind the Poisson schedule (SLO verdicts count TTFT and E2E from it)"
         )
+    if m.loop_lag_p99_ms is not None:
+        lines.append(
+            f"client loop  lag p99 {m.loop_lag_p99_ms:.1f} ms, max {m.loop_lag_max_ms:.1f} ms "
+            "(the client's own stalls: they count into lateness and TTFT)"
+        )
     for error in m.errors:
         lines.append(f"error        {error}")
     typer.echo("\n".join(lines))

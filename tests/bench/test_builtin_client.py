@@ -129,6 +129,65 @@ def test_should_stop_cuts_the_run_short_and_flags_it():
     assert seen[-1][0] >= 20 and all(done == completed for done, completed in seen)
 
 
+def test_a_judged_step_builds_no_snapshot_on_the_send_loop(monkeypatch):
+    """A capacity step or soak is decided by its judge; its hooks still run (the runaway guard, Ctrl-C)
+    but get None, and the metrics are computed once, at the end: a snapshot of every record, recomputed
+    on the send loop every 1/50 of the run, stalled the H200 client by up to 250 ms late in a 300 s soak.
+    The same run unjudged gets its snapshots."""
+    import servetune.bench._builtin as builtin
+    from servetune.bench.slo import parse_slos
+    from servetune.bench.verdict import StepJudge, StepRules
+
+    computed = []
+    real = builtin.compute_metrics
+
+    def counted(records, *args, **kwargs):
+        computed.append(len(records))
+        return real(records, *args, **kwargs)
+
+    monkeypatch.setattr(builtin, "compute_metrics", counted)
+    slos = parse_slos(["p99_ttft_ms<=5000"])
+    paced = TEXT.model_copy(update={"requests": 100, "max_concurrency": None, "request_rate": 400.0})
+    for judged in (True, False):
+        computed.clear()
+        seen: list = []
+
+        def stop(done, partial, seen=seen):
+            seen.append(partial)
+            return False
+
+        judge = StepJudge(slos, StepRules(warmup_s=0.0), rate=400.0, max_s=60.0) if judged else None
+        with FakeServer(ttft_s=0.005, itl_s=0.001) as server:
+            m = run_benchmark(server.url, paced, should_stop=stop, slos=slos, judge=judge)
+        assert m.completed > 0 and seen
+        if judged:
+            assert all(p is None for p in seen) and computed == [m.completed]
+        else:
+            assert all(p is not None for p in seen) and len(computed) >= 50
+
+
+def test_the_client_reports_how_long_its_own_loop_stalled():
+    """Work done on the send loop (here a hook that blocks 300 ms once) delays every send and every read
+    behind it; the client samples its loop's lag and reports the longest, so a stall of the instrument is
+    told apart from a slow server."""
+    import time
+
+    blocked = []
+
+    def stop(done, partial):
+        if not blocked:
+            blocked.append(done)
+            time.sleep(0.3)
+        return False
+
+    paced = TEXT.model_copy(update={"requests": 60, "max_concurrency": None, "request_rate": 40.0})
+    with FakeServer(ttft_s=0.005, itl_s=0.001) as server:
+        m = run_benchmark(server.url, paced, should_stop=stop)
+    assert blocked and m.loop_lag_max_ms is not None and m.loop_lag_max_ms >= 250.0
+    assert m.loop_lag_p99_ms is not None and m.loop_lag_p99_ms <= m.loop_lag_max_ms
+    assert m.lateness_max_ms is not None and m.lateness_max_ms >= 200.0  # arrivals due during the stall went late
+
+
 def test_partial_windows_mid_run_keep_the_whole_waves_after_the_first():
     """While requests are still being sent, a partial steady window runs from the end of the
     first wave over the whole waves completed since (the pruner's figure); the final one trims

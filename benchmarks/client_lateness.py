@@ -1,0 +1,112 @@
+"""How late the benchmark client itself runs over a long soak (prints figures; not a test).
+
+    python benchmarks/client_lateness.py [--rate 14] [--seconds 300] [--window 30] [--output-tokens 128]
+
+Starts the stand-in server (`python -m servetune.testing.standin`: it stands for SGLang; it serves in
+real time on this machine's CPUs) on 127.0.0.1 in its own process group, runs one soak with the CLI as a
+user would (`servetune bench --url ... --soak-seconds --request-rate`, a p99 TTFT and a p99 TPOT SLO),
+stops the server by its group id, and prints, for each `--window` seconds of scheduled arrivals: the
+requests, the client's lateness (the send time less the scheduled arrival) at p50 and p99, and TTFT from
+the send at p50. A client that keeps up holds its lateness flat; one whose own work grows with the records
+it holds falls behind more as the soak goes on, and every millisecond it is late is counted into the
+TTFT the verdict judges from the scheduled arrival (docs/h200-results.md section 20: on the H200 a 300 s
+soak's p99 lateness grew from 8 to 437 ms while each partial snapshot pooled every ITL gap so far).
+Run it on two checkouts to compare clients: `PYTHONPATH=/path/to/checkout python benchmarks/client_lateness.py`
+(the server and the client run in a scratch directory, so `python -m servetune` imports the checkout named,
+not the working directory's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100.0 * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=14.0, help="the soak's Poisson rate (req/s)")
+    parser.add_argument("--seconds", type=float, default=300.0, help="the soak's length (s)")
+    parser.add_argument("--window", type=float, default=30.0, help="seconds of arrivals per printed row")
+    parser.add_argument("--workload", default="text-chat")
+    parser.add_argument("--chunks", type=int, default=256,
+                        help="streamed chunks per request at most (the stand-in's SERVETUNE_STANDIN_MAX_CHUNKS; SGLang "
+                             "streams one per token, and the client records a gap for each)")  # fmt: skip
+    args = parser.parse_args()
+    port = free_port()
+    work = Path(tempfile.mkdtemp(prefix="client-lateness-"))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "servetune.testing.standin", "--model-path", "Qwen/Qwen3-8B", "--port", str(port)],
+        stdout=(work / "server.log").open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=work,
+        env={**os.environ, "SERVETUNE_STANDIN_MAX_CHUNKS": str(args.chunks)},
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        run_dir = work / "soak"
+        t = time.monotonic()
+        out = subprocess.run(
+            [sys.executable, "-m", "servetune", "bench", "--url", url, "-m", "qwen3-8b", "-w", args.workload,
+             "--soak-seconds", f"{args.seconds:g}", "--request-rate", f"{args.rate:g}",
+             "--slo", "p99_ttft_ms<=2000", "--slo", "p99_tpot_ms<=25", "--run-dir", str(run_dir), "--json"],
+            capture_output=True, text=True, check=False, cwd=work,
+        )  # fmt: skip
+        wall = time.monotonic() - t
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the stand-in's own group, started above
+        server.wait(timeout=30)
+    if out.returncode != 0:
+        print(out.stderr[-2000:])
+        return 1
+    soak = json.loads(out.stdout)["soak"]
+    records = [json.loads(line) for line in (run_dir / "soak" / "requests.jsonl").read_text().splitlines()]
+    print(
+        f"soak at {args.rate:g} req/s for {args.seconds:g} s ({args.workload}, stand-in, up to {args.chunks} chunks "
+        f"per request): {soak['state']} "
+        f"at {soak['at_s']:.0f} s, {len(records)} requests sent, client p99 lateness {soak['lateness_p99_ms']:.0f} ms, "
+        f"wall {wall:.0f} s"
+    )
+    print(f"{'arrivals (s)':>14} {'requests':>9} {'late p50 ms':>12} {'late p99 ms':>12} {'TTFT p50 ms':>12}")
+    start = 0.0
+    while True:
+        rows = [r for r in records if r["scheduled"] is not None and start <= r["scheduled"] < start + args.window]
+        if not rows:
+            break
+        late = [(r["start"] - r["scheduled"]) * 1000.0 for r in rows]
+        ttft = [r["ttft"] * 1000.0 for r in rows if r["success"]]
+        print(
+            f"{start:6.0f}-{start + args.window:<6.0f} {len(rows):9d} {statistics.median(late):12.1f} "
+            f"{percentile(late, 99):12.1f} {statistics.median(ttft) if ttft else float('nan'):12.1f}"
+        )
+        start += args.window
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
