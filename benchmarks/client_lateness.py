@@ -32,16 +32,13 @@ from pathlib import Path
 
 import httpx
 
+from servetune.bench.stats import percentile
+
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q / 100.0 * len(ordered)))]
 
 
 def main() -> int:
@@ -69,6 +66,9 @@ def main() -> int:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
+        else:
+            print(f"the stand-in did not answer on {url} within 10 s: see {work / 'server.log'}")
+            return 1
         run_dir = work / "soak"
         t = time.monotonic()
         out = subprocess.run(
@@ -85,12 +85,14 @@ def main() -> int:
         print(out.stderr[-2000:])
         return 1
     soak = json.loads(out.stdout)["soak"]
+    metrics = json.loads((run_dir / "soak" / "metrics.json").read_text())
+    lag = metrics.get("loop_lag_max_ms")  # reported since the client samples its loop (absent before)
     records = [json.loads(line) for line in (run_dir / "soak" / "requests.jsonl").read_text().splitlines()]
     print(
         f"soak at {args.rate:g} req/s for {args.seconds:g} s ({args.workload}, stand-in, up to {args.chunks} chunks "
         f"per request): {soak['state']} "
         f"at {soak['at_s']:.0f} s, {len(records)} requests sent, client p99 lateness {soak['lateness_p99_ms']:.0f} ms, "
-        f"wall {wall:.0f} s"
+        f"loop lag max {f'{lag:.0f} ms' if lag is not None else '(not reported)'}, wall {wall:.0f} s"
     )
     print(f"{'arrivals (s)':>14} {'requests':>9} {'late p50 ms':>12} {'late p99 ms':>12} {'TTFT p50 ms':>12}")
     start = 0.0
@@ -98,7 +100,7 @@ def main() -> int:
         rows = [r for r in records if r["scheduled"] is not None and start <= r["scheduled"] < start + args.window]
         if not rows:
             break
-        late = [(r["start"] - r["scheduled"]) * 1000.0 for r in rows]
+        late = sorted((r["start"] - r["scheduled"]) * 1000.0 for r in rows)
         ttft = [r["ttft"] * 1000.0 for r in rows if r["success"]]
         print(
             f"{start:6.0f}-{start + args.window:<6.0f} {len(rows):9d} {statistics.median(late):12.1f} "
