@@ -95,12 +95,15 @@ if "capacity" in d:
     print("capacity", c["request_rate"], "bracket", c["lowest_missed"], "certified", c["certified"], "steps",
           len(c["steps"]), "bench_s", round(c["bench_s"]), "start_s", t.get("startup_s"), "note", c["note"])
     for s in c["steps"]:
-        print("  step", s["index"], round(s["rate"], 3), s["state"], round(s["at_s"], 1), s["judged"], s["why"][:150])
+        print("  step", s["index"], round(s["rate"], 3), s["state"], round(s["at_s"], 1), s["judged"], s["why"][:150],
+              "lateness p99", s.get("lateness_p99_ms"), "loop lag max", s.get("loop_lag_max_ms"))
     for s in c.get("soaks") or []:
-        print("  soak", s["rate"], s["state"], round(s["at_s"], 1), s["why"][:200], s.get("latency_ms"))
+        print("  soak", s["rate"], s["state"], round(s["at_s"], 1), s["why"][:200], s.get("latency_ms"),
+              "lateness p99", s.get("lateness_p99_ms"), "loop lag max", s.get("loop_lag_max_ms"))
 else:
     s = d["soak"]
-    print("soak", s["rate"], s["state"], round(s["at_s"], 1), s["why"][:200], s["latency_ms"], "start_s", t.get("startup_s"))
+    print("soak", s["rate"], s["state"], round(s["at_s"], 1), s["why"][:200], s["latency_ms"], "start_s", t.get("startup_s"),
+          "lateness p99", s.get("lateness_p99_ms"), "loop lag max", s.get("loop_lag_max_ms"))
 PY
 done
 stop_ours
