@@ -1,19 +1,19 @@
 """How late the benchmark client itself runs over a long soak (prints figures; not a test).
 
-    python benchmarks/client_lateness.py [--rate 14] [--seconds 300] [--window 30] [--output-tokens 128]
+    python benchmarks/client_lateness.py [--rate 14] [--seconds 300] [--window 30] [--workload text-chat] [--chunks 256]
 
-Starts the stand-in server (`python -m servetune.testing.standin`: it stands for SGLang; it serves in
-real time on this machine's CPUs) on 127.0.0.1 in its own process group, runs one soak with the CLI as a
-user would (`servetune bench --url ... --soak-seconds --request-rate`, a p99 TTFT and a p99 TPOT SLO),
-stops the server by its group id, and prints, for each `--window` seconds of scheduled arrivals: the
-requests, the client's lateness (the send time less the scheduled arrival) at p50 and p99, and TTFT from
-the send at p50. A client that keeps up holds its lateness flat; one whose own work grows with the records
-it holds falls behind more as the soak goes on, and every millisecond it is late is counted into the
-TTFT the verdict judges from the scheduled arrival (docs/h200-results.md section 20: on the H200 a 300 s
-soak's p99 lateness grew from 8 to 437 ms while each partial snapshot pooled every ITL gap so far).
+Runs one soak as a user would, with the managed path (`servetune bench --sglang-cmd "python -m
+servetune.testing.standin" --soak-seconds --request-rate`, a p99 TTFT and a p99 TPOT SLO): servetune starts
+the stand-in server (it stands for SGLang; it serves in real time on this machine's CPUs) in its own process
+group and stops it. Prints, for each `--window` seconds of scheduled arrivals: the requests, the client's
+lateness (the send time less the scheduled arrival) at p50 and p99, and TTFT from the send at p50. A client
+that keeps up holds its lateness flat; one whose own work grows with the records it holds falls behind more
+as the soak goes on, and every millisecond it is late is counted into the TTFT the verdict judges from the
+scheduled arrival (docs/h200-results.md section 20: on the H200 a 300 s soak's p99 lateness grew from 8 to
+437 ms while each partial snapshot pooled every ITL gap so far).
 Run it on two checkouts to compare clients: `PYTHONPATH=/path/to/checkout python benchmarks/client_lateness.py`
-(the server and the client run in a scratch directory, so `python -m servetune` imports the checkout named,
-not the working directory's).
+(servetune runs in a scratch directory, so `python -m servetune` imports the checkout named, not the
+working directory's).
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,15 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 from servetune.bench.stats import percentile
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> int:
@@ -51,42 +41,23 @@ def main() -> int:
                         help="streamed chunks per request at most (the stand-in's SERVETUNE_STANDIN_MAX_CHUNKS; SGLang "
                              "streams one per token, and the client records a gap for each)")  # fmt: skip
     args = parser.parse_args()
-    port = free_port()
     work = Path(tempfile.mkdtemp(prefix="client-lateness-"))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "servetune.testing.standin", "--model-path", "Qwen/Qwen3-8B", "--port", str(port)],
-        stdout=(work / "server.log").open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=work,
+    run_dir = work / "run"
+    standin = f"{sys.executable} -m servetune.testing.standin"
+    t = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "servetune", "bench", "-m", "qwen3-8b", "--gpu", "h200", "-w", args.workload,
+         "--sglang-cmd", standin, "--soak-seconds", f"{args.seconds:g}", "--request-rate", f"{args.rate:g}",
+         "--slo", "p99_ttft_ms<=2000", "--slo", "p99_tpot_ms<=25", "--run-dir", str(run_dir), "--json"],
+        capture_output=True, text=True, check=False, cwd=work,
         env={**os.environ, "SERVETUNE_STANDIN_MAX_CHUNKS": str(args.chunks)},
     )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            print(f"the stand-in did not answer on {url} within 10 s: see {work / 'server.log'}")
-            return 1
-        run_dir = work / "soak"
-        t = time.monotonic()
-        out = subprocess.run(
-            [sys.executable, "-m", "servetune", "bench", "--url", url, "-m", "qwen3-8b", "-w", args.workload,
-             "--soak-seconds", f"{args.seconds:g}", "--request-rate", f"{args.rate:g}",
-             "--slo", "p99_ttft_ms<=2000", "--slo", "p99_tpot_ms<=25", "--run-dir", str(run_dir), "--json"],
-            capture_output=True, text=True, check=False, cwd=work,
-        )  # fmt: skip
-        wall = time.monotonic() - t
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)  # the stand-in's own group, started above
-        server.wait(timeout=30)
+    wall = time.monotonic() - t
     if out.returncode != 0:
         print(out.stderr[-2000:])
         return 1
     soak = json.loads(out.stdout)["soak"]
-    metrics = json.loads((run_dir / "soak" / "metrics.json").read_text())
-    lag = metrics.get("loop_lag_max_ms")  # reported since the client samples its loop (absent before)
+    lag = soak.get("loop_lag_max_ms")  # reported since the client samples its loop (absent before)
     records = [json.loads(line) for line in (run_dir / "soak" / "requests.jsonl").read_text().splitlines()]
     print(
         f"soak at {args.rate:g} req/s for {args.seconds:g} s ({args.workload}, stand-in, up to {args.chunks} chunks "
