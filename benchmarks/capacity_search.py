@@ -10,9 +10,12 @@ For each server (`servetune.testing.simulated.BatchingServer` with a running lim
 - the searches: `find_capacity` with the default protocol from each start rate and sequence seed;
   printed: the capacity, its bracket, whether it is certified, the steps, and the simulated seconds
   of arrivals they took (what a real server would have spent on them).
-Printed at the end: the largest capacity over the truth (the protocol must not overstate it by more
-than its resolution), the spread of one server's capacities over starts and seeds (within +-5% of
-their median is the goal), and the median cost of a search.
+Printed per server: how steeply the long-run share over the bound rises around the truth (the shares at
+0.8-1.2 of it and their elasticity, d ln share / d ln rate): a p99 step tells 1% from the share a few
+percent lower only with thousands of judged requests, so a shallow rise spreads the capacities. Printed at
+the end: the largest capacity over the truth (the protocol must not overstate it by more than its
+resolution), the spread of one server's capacities over starts and seeds (within +-5% of their median is
+the goal), and the median cost of a search.
 """
 
 from __future__ import annotations
@@ -21,19 +24,36 @@ import argparse
 import statistics
 
 
-def truth(server, slos, lo: float, hi: float, requests: int) -> float:
-    """The highest rate of the grid whose long run keeps every SLO's share over its bound within 1%."""
+def truth(server, slos, lo: float, hi: float, requests: int) -> tuple[float, dict[float, float]]:
+    """The highest rate of the grid whose long run keeps every SLO's share over its bound within 1%, and
+    the largest share over a bound at each rate of the grid."""
     from servetune.bench.slo import samples_ms
     from servetune.testing.simulated import arrivals
 
-    best, rate = 0.0, lo
+    best, rate, curve = 0.0, lo, {}
     while rate <= hi + 1e-9:
         records = server.serve(arrivals(rate, requests, 5), 5)
         shares = [sum(not s.holds(v) for v in samples_ms(records, s.metric)) / len(records) for s in slos]
+        curve[rate] = max(shares)
         if max(shares) <= 0.01:
             best = rate
         rate += 0.25
-    return best
+    return best, curve
+
+
+def elasticity(curve: dict[float, float], true: float) -> str:
+    """How steeply the long-run share over the bound rises with the rate around the truth: the shares at
+    0.8, 0.9, 1.1 and 1.2 of it (nearest grid rates) and d ln(share) / d ln(rate) between 0.9 and 1.1."""
+    import math
+
+    def near(x: float) -> tuple[float, float]:
+        rate = min(curve, key=lambda r: abs(r - x))
+        return rate, curve[rate]
+
+    shares = " ".join(f"{f:g}x {near(true * f)[1]:.2%}" for f in (0.8, 0.9, 1.1, 1.2))
+    (r0, s0), (r1, s1) = near(true * 0.9), near(true * 1.1)
+    slope = math.log(s1 / s0) / math.log(r1 / r0) if s0 > 0 and s1 > 0 and r1 > r0 else float("nan")
+    return f"long-run share over the bound at {shares}; elasticity {slope:.1f}"
 
 
 def main() -> int:
@@ -60,7 +80,7 @@ def main() -> int:
     worst, spreads, costs = 0.0, [], []
     for slots in args.slots:
         server = BatchingServer(slots=slots)
-        true = truth(server, slos, 2.0, 16.0, args.truth_requests)
+        true, curve = truth(server, slos, 2.0, 16.0, args.truth_requests)
         caps = []
         for start in args.starts:
             for seed in args.seeds:
@@ -82,6 +102,7 @@ def main() -> int:
         spread = max(abs(c / median - 1.0) for c in caps)
         spreads.append(spread)
         print(f"slots {slots}: truth {true:.2f} req/s; capacities median {median:.3f}, spread +-{spread:.1%}")
+        print(f"  {elasticity(curve, true)}")
     print(f"largest capacity over the truth: {worst:+.1%} (must be <= +5%)")
     print(f"largest spread over starts and seeds: +-{max(spreads):.1%} (goal +-5%)")
     print(f"median cost of a search: {statistics.median(costs):.0f} s of arrivals")

@@ -17,6 +17,9 @@ Timing follows SGLang's client exactly (see `servetune.bench.metrics`). Output t
 the server's `usage.completion_tokens` (the requested length if the server sends no usage);
 input tokens are the server's `usage.prompt_tokens`, which include the chat template and
 the image tokens (the client's own estimate, flagged `input_tokens_source: client`, if not).
+
+The hooks (`on_progress`, `should_stop`) are given a `Snapshot` of an unjudged run every 1/50 of it:
+its metrics are computed only if a hook reads them, never for the progress display or the guard.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 from servetune import interrupts
 from servetune.bench._bodies import Bodies
 from servetune.bench._probe import auth_headers, base_url_of, calibrate_tokens_per_word, probe_server
-from servetune.bench.metrics import compute_metrics
+from servetune.bench.metrics import Snapshot, compute_metrics
 from servetune.bench.schema import Metrics, RequestRecord
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import StepJudge
@@ -115,8 +118,8 @@ async def run_builtin_async(
     requests: int,
     model: str | None = None,
     run_dir: Path | None = None,
-    on_progress: Callable[[int, int, Metrics | None], None] | None = None,
-    should_stop: Callable[[int, Metrics | None], bool] | None = None,
+    on_progress: Callable[[int, int, Snapshot | None], None] | None = None,
+    should_stop: Callable[[int, Snapshot | None], bool] | None = None,
     nonce: bytes | None = None,
     slos: Sequence[LatencySlo] = (),
     api_key: str | None = None,
@@ -183,8 +186,8 @@ async def _run(
     requests: int,
     model: str | None,
     run_dir: Path | None,
-    on_progress: Callable[[int, int, Metrics | None], None] | None,
-    should_stop: Callable[[int, Metrics | None], bool] | None,
+    on_progress: Callable[[int, int, Snapshot | None], None] | None,
+    should_stop: Callable[[int, Snapshot | None], bool] | None,
     nonce: bytes | None,
     slos: Sequence[LatencySlo],
     api_key: str | None,
@@ -360,7 +363,7 @@ async def _measure(
     clock0 = time.perf_counter()
     started_at = time.time()
 
-    def info(stopped: bool) -> dict[str, Any]:
+    def info(stopped: bool, sent_so_far: list[RequestRecord], lagged: list[float]) -> dict[str, Any]:
         return dict(
             client="builtin",
             workload=workload.name,
@@ -372,9 +375,9 @@ async def _measure(
             stopped_early=stopped,
             client_prep_s=round(bodies.prep_s, 4),
             text_tokens_per_word=ratio,
-            offered_ratio=offered_ratio(records),
+            offered_ratio=offered_ratio(sent_so_far),
             started_at=round(started_at, 3),
-            **loop_lag(lags),
+            **loop_lag(lagged),
         )
 
     sent = 0
@@ -396,8 +399,24 @@ async def _measure(
             trim=workload.steady_trim,
             sending=end is None and still_sending(),
             slos=slos,
-            **info(stopped),
+            **info(stopped, records, lags),
         )
+
+    def snapshot() -> Snapshot | None:
+        """The hooks' view of the run now: its metrics computed only if a hook reads them, from copies
+        taken now (a list copy, not a pass over the records); None in a judged step."""
+        if judge is not None:
+            return None
+        duration = time.perf_counter() - clock0
+        done, sent_so_far, lagged, sending = list(finished), list(records), list(lags), still_sending()
+
+        def compute() -> Metrics:
+            return compute_metrics(
+                done, duration, requests=requests, trim=workload.steady_trim, sending=sending, slos=slos,
+                **info(False, sent_so_far, lagged),
+            )  # fmt: skip
+
+        return Snapshot(len(done), compute)
 
     async def one(record: RequestRecord, body: bytes, expected: int) -> None:
         """One request, past the concurrency gate (`send_all` took its slot)."""
@@ -486,7 +505,7 @@ async def _measure(
             except asyncio.TimeoutError:
                 # no completion for a while: `should_stop` still gets a look (a runaway config's first
                 # wave may take minutes; its deadline must not wait for a completion)
-                if judged() or (should_stop is not None and should_stop(count, partial())):
+                if judged() or (should_stop is not None and should_stop(count, snapshot())):
                     stopped = True
                     break
                 tick()
@@ -510,17 +529,18 @@ async def _measure(
                 stopped = True
                 break
             # every `every` completions, the last, and the end of the first wave (the pruner's first look).
-            # A judged step (a capacity step or a soak) gets None: its judge decides it, and a snapshot
-            # recomputes every statistic over every record here, on the send loop. On the H200 a 300 s
-            # soak's 4,300 requests pooled 546,000 ITL gaps, and each of its ~41 snapshots stalled the
-            # loop longer than the last (about 250 ms at the end): the client sent late and read first
-            # tokens late, and both count into the TTFT judged from each scheduled arrival.
+            # Metrics are computed only if a hook reads them (`Snapshot`), and here they recompute every
+            # statistic over every record, on the send loop: on the H200 a 300 s soak's 4,300 requests
+            # pooled 546,000 ITL gaps, and each of its ~41 snapshots stalled the loop longer than the last
+            # (about 250 ms at the end): the client sent late and read first tokens late, and both count
+            # into the TTFT judged from each scheduled arrival. A judged step (a capacity step or a soak)
+            # gets None: its judge decides it.
             if (on_progress or should_stop) and (count % every == 0 or count in (requests, workload.max_concurrency)):
-                snapshot = partial() if judge is None else None
+                view = snapshot()
                 if on_progress is not None:
                     progressed = time.perf_counter()
-                    on_progress(count, requests, snapshot)
-                if should_stop is not None and count < requests and should_stop(count, snapshot):
+                    on_progress(count, requests, view)
+                if should_stop is not None and count < requests and should_stop(count, view):
                     stopped = True
                     break
             else:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from servetune.bench.metrics import Snapshot
 from servetune.bench.schema import Metrics
 from servetune.bench.slo import LatencySlo
 from servetune.bench.verdict import StepJudge
@@ -50,8 +51,8 @@ def run_benchmark(
     run_dir: Path | None = None,
     client: str = "auto",
     model: str | None = None,
-    on_progress: Callable[[int, int, Metrics | None], None] | None = None,
-    should_stop: Callable[[int, Metrics | None], bool] | None = None,
+    on_progress: Callable[[int, int, Snapshot | None], None] | None = None,
+    should_stop: Callable[[int, Snapshot | None], bool] | None = None,
     slos: Sequence[LatencySlo] = (),
     api_key: str | None = None,
     judge: StepJudge | None = None,

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from servetune.bench._sglang_jsonl import parse_sglang_jsonl
+from servetune.bench.metrics import Snapshot
 from servetune.bench.schema import Metrics
 from servetune.errors import BenchError
 from servetune.schema.workload import Workload
@@ -192,7 +193,7 @@ def run_sglang(
         }
     )
     if on_progress is not None:
-        on_progress(metrics.completed + metrics.failed, requests, metrics)
+        on_progress(metrics.completed + metrics.failed, requests, Snapshot(metrics.completed, lambda: metrics))
     if metrics.completed == 0:
         raise BenchError(
             f"all {requests} requests failed against {base} (SGLang's client)",

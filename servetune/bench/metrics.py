@@ -20,14 +20,40 @@ The schema is `servetune.bench.schema`; this module computes it from the builtin
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from servetune.bench.schema import SUMMARY_STATS, Metrics, RequestRecord
 from servetune.bench.slo import LatencySlo, judge
 from servetune.bench.stats import percentile
 from servetune.bench.windows import lateness, steady_window
 
-__all__ = ["compute_metrics", "summarize"]
+__all__ = ["Snapshot", "compute_metrics", "summarize"]
+
+
+class Snapshot:
+    """The metrics of the first `done` completions of a running benchmark, computed when first asked
+    (`metrics()`, then kept): what its hooks (`on_progress`, `should_stop`) are given.
+
+    Computing them pools every record so far (546,000 ITL gaps at 4,300 streamed requests, about 250 ms;
+    seconds at 100,000), on the client's send loop, where every millisecond is a late send and a late
+    read. A hook that does not read them (the progress display, the runaway guard) costs nothing; the
+    tuner's pruner reads them only at its checkpoints.
+    """
+
+    __slots__ = ("_compute", "_metrics", "done")
+
+    def __init__(self, done: int, compute: Callable[[], Any]) -> None:
+        self.done = done
+        """Completions the snapshot covers."""
+        self._compute: Callable[[], Any] | None = compute
+        self._metrics: Any = None
+
+    def metrics(self) -> Any:
+        """The partial `Metrics` (a flat mapping from `servetune.testing.fake.FakeRunner`)."""
+        if self._compute is not None:
+            self._metrics, self._compute = self._compute(), None
+        return self._metrics
 
 
 def summarize(values: Sequence[float]) -> dict[str, float]:

@@ -6,19 +6,24 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 import typer
 
 if TYPE_CHECKING:
+    from servetune.bench.metrics import Snapshot
     from servetune.bench.schema import Metrics
 
 
 class progress:
     """Progress on stderr: a rich bar for a terminal; for a pipe or a file, one line every
-    `PLAIN_EVERY_S` seconds once the run has taken that long (start-up and warm-up included)."""
+    `PLAIN_EVERY_S` seconds once the run has taken that long (start-up and warm-up included).
+    The rate shown is the completions of the last `RATE_WINDOW_S` seconds, counted here: the client's
+    snapshots are not read (computing one stalls its send loop)."""
 
     PLAIN_EVERY_S = 10.0
+    RATE_WINDOW_S = 10.0
 
     def __init__(self, spec, requests: int | None, *, enabled: bool) -> None:
         self.total = requests or spec.requests
@@ -27,6 +32,7 @@ class progress:
         self.bar = None
         self.done = 0
         self.rate = ""
+        self._seen: deque[tuple[float, int]] = deque()  # (when, completions) over the last RATE_WINDOW_S
         self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -54,16 +60,22 @@ class progress:
         self.bar.start()
         task = self.bar.add_task("bench", total=self.total, rate="")
 
-        def on_progress(done: int, total: int, partial: Metrics | None) -> None:
-            self._update(done, total, partial)
+        def on_progress(done: int, total: int, snapshot: Snapshot | None) -> None:
+            self._update(done, total, snapshot)
             self.bar.update(task, completed=done, total=total, rate=self.rate)
 
         return on_progress
 
-    def _update(self, done: int, total: int, partial: Metrics | None) -> None:
+    def _update(self, done: int, total: int, snapshot: Snapshot | None) -> None:
         self.done, self.total = done, total
-        if partial is not None:
-            self.rate = f"{partial.request_throughput:.2f} req/s"
+        now = time.monotonic()
+        seen = self._seen
+        seen.append((now, done))
+        while len(seen) > 2 and now - seen[1][0] >= self.RATE_WINDOW_S:
+            seen.popleft()
+        since, first = seen[0]
+        if now - since >= 1.0 and done > first:
+            self.rate = f"{(done - first) / (now - since):.2f} req/s"
 
     def _plain(self) -> None:
         while not self._stop.wait(self.PLAIN_EVERY_S):

@@ -44,11 +44,12 @@ __all__ = [
 ]
 
 ShouldStop = Callable[[int, Any], bool]
-"""`should_stop(done, partial_metrics) -> bool`: True ends the benchmark early (pruning, Ctrl-C).
-`partial_metrics` is None during a judged step (a capacity step or a soak: its judge decides it)."""
+"""`should_stop(done, snapshot) -> bool`: True ends the benchmark early (pruning, Ctrl-C). `snapshot` is a
+`servetune.bench.metrics.Snapshot` (its `metrics()` computed only when called), or None during a judged
+step (a capacity step or a soak: its judge decides it)."""
 OnProgress = Callable[[int, int, Any], None]
-"""`on_progress(done, total, partial_metrics)`: called as requests complete (every 1/50 of the run with
-the partial metrics, and at least every second in between with None; always None during a judged step)."""
+"""`on_progress(done, total, snapshot)`: called as requests complete (every 1/50 of the run with a
+`Snapshot`, and at least every second in between with None; always None during a judged step)."""
 
 
 class Failure(BaseModel):

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
+from servetune.bench.metrics import Snapshot
 from servetune.errors import BenchError
 from servetune.runner import BaseRunner, BaseServer, Failure, Measurement, OnProgress, RunTimings, ShouldStop
 
@@ -93,9 +94,9 @@ class FakeRunner(BaseRunner):
         measure_fn: `FakeCall -> metrics | Failure`. Metrics are a flat mapping as the builtin
             client reports them (`completed`, `comparable_request_throughput`, ...). A `Failure`
             comes back as the measurement's failure (e.g. `Failure(cls="oom", stage="start")`).
-        progress: Emulate the builtin client's progress calls: `should_stop(done, partial)` (and
+        progress: Emulate the builtin client's progress calls: `should_stop(done, snapshot)` (and
             `on_progress`) every `requests // 50` completions, at the end of the first wave
-            (`max_concurrency`) and at the end, so pruning is exercised. True: the partial
+            (`max_concurrency`) and at the end, so pruning is exercised. True: the snapshot's
             metrics are the final ones with `completed=done`; a function `(call, done) -> metrics`
             gives them. A True `should_stop` ends the run with the partial metrics and
             `stopped_early=True`. False (default): `should_stop` is never called.
@@ -198,9 +199,10 @@ class FakeRunner(BaseRunner):
             if done % every and done not in (total, wave):
                 continue
             partial = dict(self.progress(call, done)) if callable(self.progress) else {**final, "completed": done}
+            view = Snapshot(done, lambda partial=partial: partial)
             if on_progress is not None:
-                on_progress(done, total, partial)
-            if should_stop is not None and done < total and should_stop(done, partial):
+                on_progress(done, total, view)
+            if should_stop is not None and done < total and should_stop(done, view):
                 return {**partial, "stopped_early": True}
         return final
 

@@ -262,9 +262,9 @@ class TrialDriver:
         def should_stop(step: int, partial: Any) -> bool:
             if self.stop.is_set():
                 return True
-            if not self.prunable or not points.grid or step < points.grid[0]:
+            if partial is None or not self.prunable or not points.grid or step < points.grid[0]:
                 return False
-            flat = flatten_metrics(partial)
+            flat = flatten_metrics(partial.metrics())  # computed here only: a checkpoint may be due
             checkpoint = points.due(step, flat)
             value = objective.value(flat)
             if checkpoint is None or value is None:

@@ -119,41 +119,48 @@ def test_should_stop_cuts_the_run_short_and_flags_it():
     seen = []
     longer = TEXT.model_copy(update={"requests": 200})
 
-    def stop(done, partial):
-        seen.append((done, partial.completed))
+    def stop(done, snapshot):
+        seen.append((done, snapshot.done, snapshot.metrics().completed))
         return done >= 20
 
     with FakeServer(ttft_s=0.01, itl_s=0.01) as server:
         m = run_benchmark(server.url, longer, should_stop=stop)
     assert m.stopped_early and 20 <= m.completed < 200 and m.failed == 0
-    assert seen[-1][0] >= 20 and all(done == completed for done, completed in seen)
+    assert seen[-1][0] >= 20 and all(done == covered == completed for done, covered, completed in seen)
 
 
-def test_a_judged_step_builds_no_snapshot_on_the_send_loop(monkeypatch):
-    """A capacity step or soak is decided by its judge; its hooks still run (the runaway guard, Ctrl-C)
-    but get None, and the metrics are computed once, at the end: a snapshot of every record, recomputed
-    on the send loop every 1/50 of the run, stalled the H200 client by up to 250 ms late in a 300 s soak.
-    The same run unjudged gets its snapshots."""
+@pytest.fixture
+def computed(monkeypatch) -> list[int]:
+    """The record counts the builtin client computed metrics over, in order (the real computation)."""
     import servetune.bench._builtin as builtin
-    from servetune.bench.slo import parse_slos
-    from servetune.bench.verdict import StepJudge, StepRules
 
-    computed = []
+    counts: list[int] = []
     real = builtin.compute_metrics
 
     def counted(records, *args, **kwargs):
-        computed.append(len(records))
+        counts.append(len(records))
         return real(records, *args, **kwargs)
 
     monkeypatch.setattr(builtin, "compute_metrics", counted)
+    return counts
+
+
+def test_a_judged_step_builds_no_snapshot_on_the_send_loop(computed):
+    """A capacity step or soak is decided by its judge; its hooks still run (the runaway guard, Ctrl-C)
+    but get None, and the metrics are computed once, at the end: a snapshot of every record, recomputed
+    on the send loop every 1/50 of the run, stalled the H200 client by up to 250 ms late in a 300 s soak.
+    The same run unjudged gets its snapshots, computed when a hook reads them (here every one)."""
+    from servetune.bench.slo import parse_slos
+    from servetune.bench.verdict import StepJudge, StepRules
+
     slos = parse_slos(["p99_ttft_ms<=5000"])
     paced = TEXT.model_copy(update={"requests": 100, "max_concurrency": None, "request_rate": 400.0})
     for judged in (True, False):
         computed.clear()
         seen: list = []
 
-        def stop(done, partial, seen=seen):
-            seen.append(partial)
+        def stop(done, snapshot, seen=seen):
+            seen.append(snapshot and snapshot.metrics())
             return False
 
         judge = StepJudge(slos, StepRules(warmup_s=0.0), rate=400.0, max_s=60.0) if judged else None
@@ -166,6 +173,22 @@ def test_a_judged_step_builds_no_snapshot_on_the_send_loop(monkeypatch):
             assert all(p is not None for p in seen) and len(computed) >= 50
 
 
+def test_snapshots_no_hook_reads_are_never_computed(computed):
+    """The progress display and the runaway guard take the client's snapshots (every 1/50 of the run) but
+    do not read their metrics: none is computed, only the final metrics are. One hook that reads one
+    snapshot gets the metrics of exactly the completions it covers."""
+    longer = TEXT.model_copy(update={"requests": 100})
+    views = []
+    with FakeServer(ttft_s=0.001, itl_s=0.0) as server:
+        m = run_benchmark(server.url, longer, on_progress=lambda done, total, snapshot: views.append(snapshot),
+                          should_stop=lambda done, snapshot: False)  # fmt: skip
+    taken = [v for v in views if v is not None]
+    assert len(taken) >= 50 and computed == [m.completed]
+    middle = taken[len(taken) // 2]
+    assert middle.metrics().completed == middle.done < m.completed and computed[-1] == middle.done
+    assert middle.metrics() is middle.metrics() and len(computed) == 2  # computed once, then kept
+
+
 def test_the_client_reports_how_long_its_own_loop_stalled():
     """Work done on the send loop (here a hook that blocks 300 ms once) delays every send and every read
     behind it; the client samples its loop's lag and reports the longest, so a stall of the instrument is
@@ -174,7 +197,7 @@ def test_the_client_reports_how_long_its_own_loop_stalled():
 
     blocked = []
 
-    def stop(done, partial):
+    def stop(done, snapshot):
         if not blocked:
             blocked.append(done)
             time.sleep(0.3)
@@ -195,7 +218,7 @@ def test_partial_windows_mid_run_keep_the_whole_waves_after_the_first():
     longer = TEXT.model_copy(update={"requests": 120})
     seen = {}
     with FakeServer(ttft_s=0.005, itl_s=0.002) as server:
-        m = run_benchmark(server.url, longer, on_progress=lambda done, total, partial: seen.update({done: partial}))
+        m = run_benchmark(server.url, longer, should_stop=lambda done, view: seen.update({done: view.metrics()}))
     mid = [done for done in seen if 8 + 4 <= done < 120 - 8]  # past the first wave; fewer than 120 sent
     assert mid
     for done in mid:

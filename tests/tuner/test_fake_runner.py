@@ -38,7 +38,9 @@ def test_a_true_should_stop_ends_the_run_with_partial_metrics(resolution, tmp_pa
         lambda call: {"completed": call.total},
         progress=lambda call, done: {"completed": done, "steady_completed": max(0, done - 64)},
     )
-    m = runner.measure(resolution, WORKLOAD, run_dir=tmp_path, should_stop=lambda done, p: p["steady_completed"] > 0)
+    m = runner.measure(
+        resolution, WORKLOAD, run_dir=tmp_path, should_stop=lambda done, p: p.metrics()["steady_completed"] > 0
+    )
     assert m.stopped_early and m.metrics == {"completed": 70, "steady_completed": 6, "stopped_early": True}
 
 
