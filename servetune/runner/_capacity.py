@@ -54,6 +54,8 @@ class CapacitySearch:
     """First rate tried (req/s)."""
     resolution: float = 0.05
     """Stop bisecting when the bracket's ends are within this relative distance."""
+    bracket: float = 2.0
+    """The factor the search steps up or down by from its start until it has a bracket (`find_capacity`)."""
     step_s: float = 120.0
     """A step's longest run (s): it stops earlier once its verdict is decided."""
     confidence: float = 0.95
@@ -87,7 +89,8 @@ class CapacitySearch:
         """The search the capacity options describe for `workload` (start: the option, the workload's rate,
         else 4 req/s); `more`: the fields no option sets (`seed`, `soak_s`, ...)."""
         return cls.for_workload(
-            workload, start_rate=options.start_rate, resolution=options.resolution, step_s=options.step_seconds,
+            workload, start_rate=options.start_rate, resolution=options.resolution, bracket=options.bracket_factor,
+            step_s=options.step_seconds,
             confidence=options.confidence, warmup_s=options.step_warmup_seconds, horizon_s=options.soak_horizon,
             backlog_s=options.backlog_seconds, wave=options.warmup_wave, cluster_s=options.cluster_seconds, **more,
         )  # fmt: skip
@@ -112,6 +115,7 @@ class CapacitySearch:
             "start_rate": self.start_rate,
             "rules": self.rules(),
             "resolution": self.resolution,
+            "bracket": self.bracket,
             "step_s": self.step_s,
             "min_rate": self.min_rate,
             "max_rate": self.max_rate,
@@ -125,6 +129,8 @@ class CapacitySearch:
         out.pop("seed")
         if not self.soak_s:
             out.pop("soak_tries")  # changes nothing without a soak (and studies stored before it resume)
+        if self.bracket == 2.0:
+            out.pop("bracket")  # the factor before it was an option: studies stored before it resume
         return out
 
 

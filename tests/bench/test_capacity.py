@@ -146,6 +146,28 @@ def test_bad_search_settings_are_spec_errors():
         find_capacity(run, slos, start_rate=0.01, min_rate=0.05)
     with pytest.raises(SpecError, match="resolution must be positive"):
         find_capacity(run, slos, start_rate=1.0, resolution=0)
+    with pytest.raises(SpecError, match="bracket factor must exceed 1, but got 1"):
+        find_capacity(run, slos, start_rate=1.0, bracket=1.0)
+
+
+@pytest.mark.parametrize("start", [4.0, 200.0])
+def test_a_small_bracket_factor_walks_to_the_same_certified_bracket(start):
+    """From a start far below or above the ceiling, a bracket factor of 1.25 steps by it until a step's
+    verdict flips, then bisects and certifies as doubling does, and never reads above the ceiling by
+    more than the resolution."""
+    server = BatchingServer(slots=100_000)
+    ceiling = _ceiling(server)
+    loose = parse_slos(["p99_ttft_ms<=10000", "p99_tpot_ms<=1000"])
+    cap = find_capacity(simulated_step(server), loose, start_rate=start, bracket=1.25)
+    first = cap.steps[0].met
+    walk = [cap.steps[0].rate]
+    for step in cap.steps[1:]:
+        walk.append(step.rate)
+        if step.met != first:
+            break
+    assert len(walk) >= 3 and all(b / a == pytest.approx(1.25 if first else 0.8) for a, b in zip(walk, walk[1:]))
+    assert cap.certified and cap.request_rate is not None and cap.request_rate <= ceiling * 1.05
+    assert cap.request_rate >= ceiling * 0.6 and cap.lowest_missed / cap.request_rate - 1.0 <= 0.05
 
 
 def test_a_rate_too_low_to_judge_in_the_longest_step_is_not_a_verdict():

@@ -177,6 +177,8 @@ def test_capacity_slos_are_checked_and_a_resume_with_other_settings_is_refused(t
         Tuner(_options(tmp_path, cap_space, trials=1, slos=("p99_ttft_ms<=300",)), runner=runner).prepare()
     with pytest.raises(TuningError, match="capacity search"):
         Tuner(_options(tmp_path, cap_space, trials=1, confidence=0.9), runner=runner).prepare()
+    with pytest.raises(TuningError, match="capacity search"):
+        Tuner(_options(tmp_path, cap_space, trials=1, bracket_factor=1.25), runner=runner).prepare()
     # throughput studies keep their generic constraints
     assert parse_slos([SLO])[0].key == "p99_ttft_ms"
 
@@ -450,3 +452,14 @@ def test_a_winner_whose_soak_does_not_hold_is_soaked_one_resolution_lower_and_th
     out = " ".join(capsys.readouterr().out.split())
     assert f"soak of trial {winner} at {first['rate']:.4g} {first['state']}, {second['rate']:.4g} req/s: met" in out
     assert f"sustained {second['rate']:.4g} req/s" in out
+
+
+def test_the_default_bracket_factor_is_not_stored_so_studies_stored_before_it_resume():
+    """A study's search settings are stored and a resume under others is refused; the bracket factor became
+    an option later, so its default (the factor every earlier study searched with) is left out of the
+    record and an earlier study's stored settings still match; another factor is stored."""
+    from servetune.runner import CapacitySearch
+
+    assert "bracket" not in CapacitySearch().record()
+    assert CapacitySearch(bracket=1.25).record()["bracket"] == 1.25
+    assert CapacitySearch(bracket=1.25).settings()["bracket"] == 1.25
