@@ -259,12 +259,12 @@ class TrialDriver:
             self.s.requests, self.s.workload.max_concurrency, first_wave=objective.direction == "maximize"
         )
 
-        def should_stop(step: int, partial: Any) -> bool:
+        def should_stop(step: int, snapshot: Any) -> bool:
             if self.stop.is_set():
                 return True
-            if partial is None or not self.prunable or not points.grid or step < points.grid[0]:
+            if snapshot is None or not self.prunable or not points.grid or step < points.grid[0]:
                 return False
-            flat = flatten_metrics(partial.metrics())  # computed here only: a checkpoint may be due
+            flat = flatten_metrics(snapshot.metrics())  # computed here only: a checkpoint may be due
             checkpoint = points.due(step, flat)
             value = objective.value(flat)
             if checkpoint is None or value is None:
