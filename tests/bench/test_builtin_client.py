@@ -173,6 +173,29 @@ def test_a_judged_step_builds_no_snapshot_on_the_send_loop(computed):
             assert all(p is not None for p in seen) and len(computed) >= 50
 
 
+def test_a_judged_step_builds_no_snapshot_while_no_request_completes(computed):
+    """While no request completes for `LOOK_S`, the client still asks its hooks (a runaway config's first
+    wave may take minutes); in a judged step it asked them with a full snapshot of every record. At 14 req/s
+    a completion gap that long comes a few times in a 300 s soak, and each snapshot then took 300-420 ms
+    on the send loop: the stand-in soaks' unexplained single stalls (docs/h200-results.md section 20)."""
+    from servetune.bench.slo import parse_slos
+    from servetune.bench.verdict import StepJudge, StepRules
+
+    slos = parse_slos(["p99_ttft_ms<=5000"])
+    sparse = TEXT.model_copy(update={"requests": 6, "max_concurrency": None, "request_rate": 1.5})
+    asked: list = []
+
+    def stop(done, snapshot):
+        asked.append(snapshot)
+        return False
+
+    judge = StepJudge(slos, StepRules(warmup_s=0.0), rate=1.5, max_s=600.0)  # not futile: it could reach 433
+    with FakeServer(ttft_s=0.005, itl_s=0.001) as server:
+        m = run_benchmark(server.url, sparse, should_stop=stop, slos=slos, judge=judge)
+    assert m.completed == 6 and len(asked) > 6  # asked while idle, between completions 0.67 s apart on average
+    assert all(p is None for p in asked) and computed == [6]
+
+
 def test_snapshots_no_hook_reads_are_never_computed(computed):
     """The progress display and the runaway guard take the client's snapshots (every 1/50 of the run) but
     do not read their metrics: none is computed, only the final metrics are. One hook that reads one
