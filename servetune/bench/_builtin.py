@@ -390,33 +390,27 @@ async def _measure(
         can lag the server by a wave, and by then the sender may be done."""
         return all_sent_at is None or last_end < all_sent_at
 
-    def partial(stopped: bool = False, end: float | None = None) -> Metrics:
+    def measured(stopped: bool = False, end: float | None = None) -> Callable[[], Metrics]:
+        """The metrics of what finished so far (to `end`, else now), as a function of copies taken now: a
+        list copy, not a pass over the records (the pass is the function's)."""
         duration = (end if end is not None else time.perf_counter()) - clock0
-        return compute_metrics(
-            list(finished),
-            duration,
-            requests=requests,
-            trim=workload.steady_trim,
-            sending=end is None and still_sending(),
-            slos=slos,
-            **info(stopped, records, lags),
-        )
-
-    def snapshot() -> Snapshot | None:
-        """The hooks' view of the run now: its metrics computed only if a hook reads them, from copies
-        taken now (a list copy, not a pass over the records); None in a judged step."""
-        if judge is not None:
-            return None
-        duration = time.perf_counter() - clock0
-        done, sent_so_far, lagged, sending = list(finished), list(records), list(lags), still_sending()
+        done, sent_so_far, lagged, sending = list(finished), list(records), list(lags), end is None and still_sending()
 
         def compute() -> Metrics:
             return compute_metrics(
                 done, duration, requests=requests, trim=workload.steady_trim, sending=sending, slos=slos,
-                **info(False, sent_so_far, lagged),
+                **info(stopped, sent_so_far, lagged),
             )  # fmt: skip
 
-        return Snapshot(len(done), compute)
+        return compute
+
+    def partial(stopped: bool = False, end: float | None = None) -> Metrics:
+        return measured(stopped, end)()
+
+    def snapshot() -> Snapshot | None:
+        """The hooks' view of the run now, its metrics computed only if a hook reads them; None in a
+        judged step."""
+        return None if judge is not None else Snapshot(len(finished), measured())
 
     async def one(record: RequestRecord, body: bytes, expected: int) -> None:
         """One request, past the concurrency gate (`send_all` took its slot)."""
