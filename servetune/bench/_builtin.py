@@ -498,7 +498,9 @@ async def _measure(
                 record = await asyncio.wait_for(done_event.get(), timeout=idle)
             except asyncio.TimeoutError:
                 # no completion for a while: `should_stop` still gets a look (a runaway config's first
-                # wave may take minutes; its deadline must not wait for a completion)
+                # wave may take minutes; its deadline must not wait for a completion). A judged step's gets
+                # None: on the H200, where completions come in clumps, a soak had 207 such gaps, and a full
+                # snapshot at each stalled the send loop for up to 250 ms (docs/h200-results.md section 20)
                 if judged() or (should_stop is not None and should_stop(count, snapshot())):
                     stopped = True
                     break
