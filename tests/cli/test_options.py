@@ -16,8 +16,8 @@ from servetune.options import opt
 
 RESOLVE = ["--gpu", "--hardware", "--nnodes", "--no-rules", "--rules", "--sglang-version", "--tp", "-e --env",
            "-m --model", "-p --preset", "-s --set", "-w --workload"]  # fmt: skip
-CAPACITY = ["--backlog-seconds", "--cluster-seconds", "--confidence", "--resolution", "--soak-horizon",
-            "--start-rate", "--step-seconds", "--step-warmup-seconds", "--warmup-wave"]  # fmt: skip
+CAPACITY = ["--backlog-seconds", "--bracket-factor", "--cluster-seconds", "--confidence", "--resolution",
+            "--soak-horizon", "--start-rate", "--step-seconds", "--step-warmup-seconds", "--warmup-wave"]  # fmt: skip
 EXPECTED = {
     "bench": [*RESOLVE, *CAPACITY, "--capacity", "--client", "--cross-check", "--json", "--reference-rate",
               "--request-rate", "--run-dir", "--seed", "--server-log", "--sglang-cmd", "--slo", "--soak-seconds",
