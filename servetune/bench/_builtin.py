@@ -391,15 +391,16 @@ async def _measure(
         return all_sent_at is None or last_end < all_sent_at
 
     def measured(stopped: bool = False, end: float | None = None) -> Callable[[], Metrics]:
-        """The metrics of what finished so far (to `end`, else now), as a function of copies taken now: a
-        list copy, not a pass over the records (the pass is the function's)."""
+        """The metrics of what finished so far (to `end`, else now), as a function: it reads the prefixes
+        of the lists as they are now (each only grows, and a finished record no longer changes), so taking
+        one costs nothing until it is called."""
         duration = (end if end is not None else time.perf_counter()) - clock0
-        done, sent_so_far, lagged, sending = list(finished), list(records), list(lags), end is None and still_sending()
+        n_done, n_sent, n_lags, sending = len(finished), len(records), len(lags), end is None and still_sending()
 
         def compute() -> Metrics:
             return compute_metrics(
-                done, duration, requests=requests, trim=workload.steady_trim, sending=sending, slos=slos,
-                **info(stopped, sent_so_far, lagged),
+                finished[:n_done], duration, requests=requests, trim=workload.steady_trim, sending=sending,
+                slos=slos, **info(stopped, records[:n_sent], lags[:n_lags]),
             )  # fmt: skip
 
         return compute
