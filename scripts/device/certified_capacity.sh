@@ -13,6 +13,7 @@
 #   ucap:START:SEED[:SOAK_S]       `bench --url --capacity` from START, then (SOAK_S) one soak at the capacity found
 #   usoak:RATE:SECS[:SEED]         `bench --url --soak-seconds SECS` at RATE; RATE `xF`: F times the last ucap's capacity
 #   stop                           stops the launched server
+# CAP_ARGS (env): more `bench --capacity` options for every search, e.g. CAP_ARGS='--bracket-factor 1.25'.
 # CONFIG: defaults, mrr48 (--max-running-requests 48), or seed51 (issue 20's seed: 51 and a 152-wide decode graph). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
 # Back in $OUT: run.log, certified.tar.xz (every run dir with its steps, plots, telemetry; --json outputs), cache.tar.xz
 BUDGET_S=${BUDGET_S:-580}
@@ -62,14 +63,14 @@ for item in ${PLAN:?set PLAN}; do
   n=$((n + 1)); name=$(printf '%02d' $n)-$kind-$cfg
   served=(--model "$M3" --hardware "$HW" --sglang-version 0.5.17 "${PINS[@]}" "${extra[@]}")
   case $kind in
-    cap) what=(--capacity --start-rate "$a" --seed "${b:-0}") ;;
+    cap) what=(--capacity --start-rate "$a" --seed "${b:-0}" ${CAP_ARGS:-}) ;;
     soak) what=(--soak-seconds "$b" --request-rate "$a" --seed "${c:-0}") ;;
     launch) name=$(printf '%02d' $n)-launch-$cfg; launch_server "$name" "$cfg"; continue ;;
     ucap|usoak)
       [ -n "$LAUNCH" ] || { stamp "skipping $item: no launched server"; continue; }
       served=(--url "$URL" --server-log "$LAUNCH/server.log"); name=$(printf '%02d' $n)-$kind
       if [ "$kind" = ucap ]; then   # here cfg is START, a SEED, b SOAK_S
-        what=(--capacity --start-rate "$cfg" --seed "${a:-0}")
+        what=(--capacity --start-rate "$cfg" --seed "${a:-0}" ${CAP_ARGS:-})
         [ -n "${b:-}" ] && what+=(--soak-seconds "$b" --soak-tries 1)
       else                          # here cfg is RATE (or xF), a SECS, b SEED
         rate=$cfg
