@@ -87,9 +87,16 @@ for item in ${PLAN:?set PLAN}; do
     "${SLO_ARGS[@]}" "${what[@]}" --run-dir $C/$name --json > $C/$name.json 2> $C/$name.err
   stamp "rc=$?"; tail -25 $C/$name.err
   [ "$kind" = ucap ] && LASTCAP=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['capacity']['request_rate'] or '')" "$C/$name.json" 2>/dev/null)
-  python3 - "$C/$name.json" <<'PY' || true
-import json, sys
-d = json.load(open(sys.argv[1]))
+  python3 - "$C/$name.json" "$C/$name" <<'PY' || true
+import json, pathlib, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:  # cut by the budget (SIGINT): no --json; the verdicts of the steps it finished
+    print("no result (cut); finished steps:")
+    for v in sorted(pathlib.Path(sys.argv[2]).glob("steps/*/verdict.json")):
+        s = json.loads(v.read_text())
+        print("  step", v.parent.name, s["state"], round(s["at_s"], 1), s["judged"], s["why"][:150])
+    sys.exit(0)
 t = d.get("timings") or {}
 if "capacity" in d:
     c = d["capacity"]
