@@ -10,7 +10,8 @@ so the comparison is of the model, not of launches). The seed a study would take
 is the model's best sits where the model's error is most in its favour, wherever that error is largest.
 
 `--tails CONFIG RATE [RATE ...]` prints, for one config, where the error comes from: at each rate the model's
-p99 TTFT and TPOT (`ServerModel.simulated`) beside the same launch's over 20,000 arrivals, and each one's
+p99 TTFT and TPOT (`ServerModel.simulated`: its first reading, 2,000 arrivals per seed, and its final one,
+`SIM_HORIZON_S` of arrivals) beside the same launch's over 20,000 arrivals, and each one's
 throughput ceiling (the model's: the limit over a request's life at a full batch; the server's: completions per
 second under a queue that never empties, 150 req/s offered).
 """
@@ -76,26 +77,31 @@ def tails(model, argv: list[str], salt: int, launch: str, config: str, rates: li
 
     import study_model as sm
 
+    from servetune.bench.servermodel import SIM_HORIZON_S
     from servetune.bench.stats import percentile
     from servetune.testing.simulated import StandinServer, arrivals
 
     limit, graph = (int(x) for x in config.split("x"))
     extra = ["--max-running-requests", str(limit), "--cuda-graph-max-bs-decode", str(graph)]
-    server = StandinServer(argv=argv + extra, noise=sm.NOISE, launch_seed=zlib.crc32(f"{salt}:{launch}".encode()) % 100_000,
-                           input_tokens=128, output_tokens=128, images=1)  # fmt: skip
+    launch_seed = zlib.crc32(f"{salt}:{launch}".encode()) % 100_000
+    server = StandinServer(
+        argv=argv + extra, noise=sm.NOISE, launch_seed=launch_seed, input_tokens=128, output_tokens=128, images=1
+    )
     full = model.tpot_ms(model.limit(limit), graph, 0.0) * (model.out_tokens - 1) / 1000.0 + model.ttft_ms / 1000.0
-    done = sorted((r for r in server.serve(arrivals(150.0, 6000, 5), 5) if r.finished and r.success), key=lambda r: r.end)
+    served = server.serve(arrivals(150.0, 6000, 5), 5)
+    done = sorted((r for r in served if r.finished and r.success), key=lambda r: r.end)
     half = len(done) // 2
     ceiling = half / (done[3 * len(done) // 4].end - done[len(done) // 4].end)
     print(f"{config}: throughput ceiling, model {model.limit(limit) / full:.1f} req/s, server {ceiling:.1f} req/s")
-    print(f"{'rate':>6} {'p99 TTFT model':>15} {'server':>8} {'p99 TPOT model':>15} {'server':>8}")
+    print(f"{'rate':>6} {'p99 TTFT model':>15} {'300 s':>6} {'server':>8} {'p99 TPOT model':>15} {'server':>8}")
     for rate in rates:
         records = [r for r in server.serve(arrivals(rate, 20_000, 5), 5) if r.finished and r.success]
         ttft = sorted((r.ttft + r.lag) * 1000.0 for r in records)
         tpot = sorted((r.end - r.start - r.ttft) / (r.output_len - 1) * 1000.0 for r in records)
         point = model.simulated(rate, limit, graph, tail=0.01)
-        print(f"{rate:6.1f} {point.ttft_p99_ms:15.0f} {percentile(ttft, 99):8.0f} {point.tpot_p99_ms:15.2f} "
-              f"{percentile(tpot, 99):8.2f}", flush=True)  # fmt: skip
+        long = model.simulated(rate, limit, graph, tail=0.01, arrivals=int(rate * SIM_HORIZON_S))
+        print(f"{rate:6.1f} {point.ttft_p99_ms:15.0f} {long.ttft_p99_ms:6.0f} {percentile(ttft, 99):8.0f} "
+              f"{point.tpot_p99_ms:15.2f} {percentile(tpot, 99):8.2f}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ simulated p99.5 TPOT and TTFT meet the SLO (`CERTIFIED_SHARE`). A burst's prefil
 unbounded batch and stall its decode, which lengthens every life in it and lets more arrivals in; a
 running limit holds them in the queue instead (TTFT for TPOT). On the H200 this cascade is what a
 running limit buys: fitted on SGLang's defaults alone, the simulation reads their certified capacity
-within 1% and a limit of 48 (never launched in that search) within 6%, where the closed form below saw no
-gain at all (docs/tuning.md).
+within 1% and a limit of 48 (never launched in that search) within 7%, where the closed form below saw no
+gain at all (docs/tuning.md). A capacity is found on `SIM_ARRIVALS` per seed, then read again on
+`SIM_HORIZON_S` of arrivals, where the queue near a running limit's ceiling has time to build.
 
 The closed form (`point`; used where prefill mixes into decode steps, `mixed`):
 
@@ -99,6 +100,13 @@ SIM_WARMUP = 200
 """... the first ones not read (the batch fills) ..."""
 SIM_SEEDS = (1, 2)
 """... and the seeds pooled: 3600 requests read, so a p99.5 rests on 18 over it."""
+SIM_HORIZON_S = 300.0
+"""The capacity's final reading simulates this many seconds of arrivals per seed (at least `SIM_ARRIVALS`): the
+soak horizon a certified capacity must hold. 2,000 arrivals (25 s at 80 req/s) end before the queue for a
+running slot builds near the limit's ceiling: on the stand-in at 32 running, 76 req/s, the model read p99 TTFT
+225 ms in 2,000 arrivals, 303 in 300 s of them, the server 999 in 20,000 (docs/tuning.md). Against the
+long-run truth its capacities moved from -5.5% to +10.8% to -6.4% to +6.5% (the baseline's from +10.8% to
+-3.6%; `benchmarks/model_error.py --seed 2`)."""
 SIM_NO_GRAPH = 1 << 30
 """A graph no batch outgrows (the eager cost unknown, or no graph size given)."""
 PREFILL_BATCH = 6
@@ -636,10 +644,16 @@ class ServerModel(BaseModel):
         return True
 
     def simulated(
-        self, rate: float, running_limit: int | None, graph_bs: int | None, *, tail: float = 0.01
+        self,
+        rate: float,
+        running_limit: int | None,
+        graph_bs: int | None,
+        *,
+        tail: float = 0.01,
+        arrivals: int = SIM_ARRIVALS,
     ) -> ModelPoint:
         """The model at `rate` by simulating SGLang's scheduler with the fitted costs (exclusive stall):
-        Poisson arrivals (`SIM_ARRIVALS` per seed, the first `SIM_WARMUP` not read, `SIM_SEEDS` pooled, the
+        Poisson arrivals (`arrivals` per seed, the first `SIM_WARMUP` not read, `SIM_SEEDS` pooled, the
         same draws at every rate); while a request waits and a running slot is free a prefill batch runs
         (up to `PREFILL_BATCH` requests, `prefill_ms` each, decode held meanwhile), else one decode step of
         `base_ms + per_running_ms * B` (+ `eager_ms` past the graph) gives every running request a token.
@@ -654,6 +668,7 @@ class ServerModel(BaseModel):
         from servetune.bench.stats import percentile
 
         limit = max(1, int(self.limit(running_limit)))
+        count = max(arrivals, SIM_WARMUP + 1)
         n1 = max(1, round(self.out_tokens - 1.0))
         step_s, grow_s, prefill_s = self.base_ms / 1000.0, self.per_running_ms / 1000.0, self.prefill_ms / 1000.0
         graph = graph_bs if graph_bs is not None and self.eager_ms else SIM_NO_GRAPH
@@ -665,17 +680,18 @@ class ServerModel(BaseModel):
         area = span = 0.0
         for seed in SIM_SEEDS:
             rng = random.Random(seed)
-            arrivals, t = [], 0.0
-            for _ in range(SIM_ARRIVALS):
+            times: list[float] = []
+            t = 0.0
+            for _ in range(count):
                 t += rng.expovariate(1.0) / rate
-                arrivals.append(t)
-            first = [0.0] * SIM_ARRIVALS
-            admit = [0.0] * SIM_ARRIVALS
-            end = [0.0] * SIM_ARRIVALS
+                times.append(t)
+            first = [0.0] * count
+            admit = [0.0] * count
+            end = [0.0] * count
             finishing: list[tuple[int, int]] = []  # (decode step it ends at, request)
             t, step, head, came = 0.0, 0, 0, 0
             while True:
-                came = bisect.bisect_right(arrivals, t, came)
+                came = bisect.bisect_right(times, t, came)
                 running = len(finishing)
                 if head < came and running < limit:
                     k = min(came - head, limit - running, PREFILL_BATCH)
@@ -693,15 +709,15 @@ class ServerModel(BaseModel):
                     step += 1
                     while finishing and finishing[0][0] <= step:
                         end[heapq.heappop(finishing)[1]] = t
-                elif came < SIM_ARRIVALS:
-                    t = arrivals[came]
+                elif came < count:
+                    t = times[came]
                 else:
                     break
             span += t
-            for j in range(SIM_WARMUP, SIM_ARRIVALS):
-                ttfts.append((first[j] - arrivals[j]) * 1000.0 + host_ms)
+            for j in range(SIM_WARMUP, count):
+                ttfts.append((first[j] - times[j]) * 1000.0 + host_ms)
                 tpots.append(max(0.0, (end[j] - first[j]) / n1 * 1000.0 + rng.gauss(0.0, self.residual_ms)))
-                waits.append((admit[j] - arrivals[j]) * 1000.0)
+                waits.append((admit[j] - times[j]) * 1000.0)
         q = 100.0 * (1.0 - tail)
         return ModelPoint(
             rate=rate, batch=area / span if span > 0 else 0.0, tpot_p99_ms=percentile(sorted(tpots), q),
@@ -709,11 +725,19 @@ class ServerModel(BaseModel):
         )  # fmt: skip
 
     def capacity(
-        self, slos: Sequence[LatencySlo], running_limit: int | None = None, graph_bs: int | None = None
+        self,
+        slos: Sequence[LatencySlo],
+        running_limit: int | None = None,
+        graph_bs: int | None = None,
+        *,
+        screen: bool = False,
     ) -> float:
         """The highest rate (req/s) at which the model meets every SLO with the margin a certified step
         needs (`CERTIFIED_SHARE` of the strictest percentile's tail), by bisection to 0.5%: simulated where
-        prefill holds decode (`simulated`), else by the closed form (`point`)."""
+        prefill holds decode (`simulated`), else by the closed form (`point`). A simulated capacity is
+        found on `SIM_ARRIVALS` per seed, then read again, and lowered where it must be, on `SIM_HORIZON_S`
+        of arrivals (about ten times the cost); `screen`: the first reading only (an upper bound, close
+        except near a running limit's ceiling), for ranking many configs."""
         graph = graph_bs if graph_bs is not None else self.graph_bs
         limit = self.limit(running_limit)
         if graph is not None and (not self.eager_ms or graph >= limit):
@@ -721,18 +745,49 @@ class ServerModel(BaseModel):
         key = (tuple(str(s) for s in slos), limit, graph)
         if key not in self._memo:
             self._memo[key] = self._capacity(slos, running_limit, graph)
-        return self._memo[key]
+        first = self._memo[key]
+        if screen or self.stall != "exclusive" or first <= 0.0:
+            return first
+        if (key, "horizon") not in self._memo:
+            self._memo[(key, "horizon")] = self._horizon(slos, running_limit, graph, first)
+        return self._memo[(key, "horizon")]
+
+    def _tail(self, slos: Sequence[LatencySlo]) -> float:
+        return min([(1.0 - s.quantile) * CERTIFIED_SHARE for s in slos if s.quantile is not None] or [0.5])
 
     def _capacity(self, slos: Sequence[LatencySlo], running_limit: int | None, graph: int | None) -> float:
-        tail = min([(1.0 - s.quantile) * CERTIFIED_SHARE for s in slos if s.quantile is not None] or [0.5])
+        tail = self._tail(slos)
         at = self.simulated if self.stall == "exclusive" else self.point
         lo, hi = 0.0, max(self.throughput_max, 1.0) * 4.0
         if not self.meets(at(hi * 1e-3, running_limit, graph, tail=tail), slos):
             return 0.0
         lo = hi * 1e-3
+        return self._bisect(lambda rate: self.meets(at(rate, running_limit, graph, tail=tail), slos), lo, hi)
+
+    def _horizon(self, slos: Sequence[LatencySlo], running_limit: int | None, graph: int | None, first: float) -> float:
+        """`first` (the short reading) read again on `SIM_HORIZON_S` of arrivals: kept where it holds there,
+        else lowered by steps of 10% until a rate holds, then bisected to 0.5% (0.0 if none does)."""
+        tail = self._tail(slos)
+
+        def holds(rate: float) -> bool:
+            count = max(SIM_ARRIVALS, int(rate * SIM_HORIZON_S))
+            return self.meets(self.simulated(rate, running_limit, graph, tail=tail, arrivals=count), slos)
+
+        if holds(first):
+            return first
+        hi, lo = first, first * 0.9
+        while not holds(lo):
+            hi, lo = lo, lo * 0.9
+            if lo < first * 1e-3:
+                return 0.0
+        return self._bisect(holds, lo, hi)
+
+    @staticmethod
+    def _bisect(holds, lo: float, hi: float) -> float:
+        """The highest rate in [lo, hi) found to hold, to 0.5% (`lo` holds, `hi` does not)."""
         while hi / lo - 1.0 > 0.005:
             mid = math.sqrt(lo * hi)
-            if self.meets(at(mid, running_limit, graph, tail=tail), slos):
+            if holds(mid):
                 lo = mid
             else:
                 hi = mid

@@ -90,15 +90,28 @@ def test_a_running_limit_at_the_graph_trades_tpot_for_ttft_in_the_model():
     assert capped.tpot_p99_ms < free.tpot_p99_ms and capped.wait_p99_ms > free.wait_p99_ms == 0.0
 
 
-def test_it_reads_the_baselines_own_certified_capacity():
-    """Fitted on each of three launches' searches (their own noise), the model reads the certified capacity
-    of the same search within 10% in the median and 20% at worst. (Fitted with the tail's spread on every
-    step, steps stopped early included, it read +14%, +11% and -19%.)"""
-    errors = []
+def _long_run_share(server: StandinServer, rate: float) -> float:
+    """The larger share of 20,000 arrivals over an SLO's bound: a capacity's long-run truth keeps it within 1%."""
+    from servetune.bench.slo import samples_ms
+
+    records = server.serve(arrivals(rate, 20_000, 5), 5)
+    return max(sum(not s.holds(v) for v in samples_ms(records, s.metric)) / len(records) for s in SLOS)
+
+
+def test_it_reads_the_baselines_long_run_capacity():
+    """Fitted on each of three launches' searches (their own noise), the model's capacity is the launch's
+    long-run capacity (20,000 arrivals keep each SLO's share over its bound within 1%) within 8%: its final
+    reading simulates 300 s of arrivals (`SIM_HORIZON_S`). Measured: -4.0% to -4.4%; the first, 2,000-arrival
+    reading (`screen`) read +7% to +10% (the queue near saturation had not built), and is never below the
+    final one. The searches themselves certified 4-9% above the long run, so the model is not checked
+    against them. (Before the tail's spread was fitted on finished steps only, it read +14%, +11% and -19%
+    of the searches.)"""
     for seed in (0, 1, 2):
-        model, cap = _baseline_model(seed)
-        errors.append(abs(model.capacity(SLOS) / cap.request_rate - 1.0))
-    assert sorted(errors)[1] <= 0.10 and max(errors) <= 0.20, errors
+        model, _ = _baseline_model(seed)
+        capacity = model.capacity(SLOS)
+        assert model.capacity(SLOS, screen=True) >= capacity
+        server = StandinServer(argv=[], input_tokens=128, output_tokens=128, images=1, noise=0.05, launch_seed=seed)
+        assert _long_run_share(server, 0.92 * capacity) <= 0.01 < _long_run_share(server, 1.08 * capacity), seed
 
 
 def test_the_best_running_limit_it_predicts_is_certified_within_15_percent():
