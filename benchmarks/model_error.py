@@ -73,20 +73,15 @@ def main() -> int:
 
 def tails(model, argv: list[str], salt: int, launch: str, config: str, rates: list[float]) -> None:
     """The model's p99 TTFT and TPOT against the launch's long run at each rate, for one config."""
-    import zlib
-
     import study_model as sm
 
     from servetune.bench.servermodel import SIM_HORIZON_S
     from servetune.bench.stats import percentile
-    from servetune.testing.simulated import StandinServer, arrivals
+    from servetune.testing.simulated import arrivals
 
     limit, graph = (int(x) for x in config.split("x"))
     extra = ["--max-running-requests", str(limit), "--cuda-graph-max-bs-decode", str(graph)]
-    launch_seed = zlib.crc32(f"{salt}:{launch}".encode()) % 100_000
-    server = StandinServer(
-        argv=argv + extra, noise=sm.NOISE, launch_seed=launch_seed, input_tokens=128, output_tokens=128, images=1
-    )
+    server = sm.launched(argv + extra, salt, launch)
     full = model.tpot_ms(model.limit(limit), graph, 0.0) * (model.out_tokens - 1) / 1000.0 + model.ttft_ms / 1000.0
     served = server.serve(arrivals(150.0, 6000, 5), 5)
     done = sorted((r for r in served if r.finished and r.success), key=lambda r: r.end)

@@ -73,19 +73,27 @@ NOISE = 0.05
 SLOS = ("p99_ttft_ms<=500", "p99_tpot_ms<=3.5")
 
 
+def launched(argv: list[str], salt: int, launch: str):
+    """The simulated server of the launch named `launch` of `argv`, with its own noise factor as
+    `standin_runner` draws it."""
+    import zlib
+
+    from servetune.testing.simulated import StandinServer
+
+    launch_seed = zlib.crc32(f"{salt}:{launch}".encode()) % 100_000
+    return StandinServer(argv=argv, noise=NOISE, launch_seed=launch_seed, input_tokens=128, output_tokens=128,
+                         images=1)  # fmt: skip
+
+
 def long_run_truth(argv: list[str], salt: int, launch: str, around: float) -> float:
     """The capacity the launch named `launch` of `argv` really has: the highest rate on a 1% grid from 0.6 to
     1.5 x `around` at which 20,000 arrivals keep each SLO's share over its bound within 1% (the launch's own
     noise factor, as `standin_runner` draws it)."""
-    import zlib
-
     from servetune.bench.slo import parse_slos, samples_ms
-    from servetune.testing.simulated import StandinServer, arrivals
+    from servetune.testing.simulated import arrivals
 
     slos = parse_slos(SLOS)
-    launch_seed = zlib.crc32(f"{salt}:{launch}".encode()) % 100_000
-    server = StandinServer(argv=argv, noise=NOISE, launch_seed=launch_seed, input_tokens=128, output_tokens=128,
-                           images=1)  # fmt: skip
+    server = launched(argv, salt, launch)
     best, rate = 0.0, 0.6 * around
     while rate <= 1.5 * around:
         records = server.serve(arrivals(rate, 20_000, 5), 5)
