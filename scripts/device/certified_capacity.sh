@@ -22,7 +22,11 @@ stamp "certified_capacity on $(nvidia-smi --query-gpu=name,uuid,driver_version,m
 stamp "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"  # lent machines differ
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b)
-HW=$REPO/tests/fixtures/hardware/h200-detected.yaml
+# the recorded H200 profile on an H200 (every earlier section resolved from it); on any other card (an H100 is
+# lent too) NVML detects the card, so the rules resolve for the GPU that runs
+HW_ARGS=(--hardware "$REPO/tests/fixtures/hardware/h200-detected.yaml")
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || HW_ARGS=()
+stamp "hardware: ${HW_ARGS[*]:-NVML detection}"
 PINS=(--set attention_backend=triton --set mm_attention_backend=triton_attn --set sampling_backend=pytorch
       --set grammar_backend=none --set load_format=dummy)
 export SERVETUNE_SGLANG_CMD="bash $REPO/scripts/device/sgl_fast_stop.sh"
@@ -43,7 +47,7 @@ cfg_flags() {
 launch_server() {
   port_free 30000 || { stamp "port 30000 is taken before launch: refusing"; return 1; }
   cfg_flags "$2"
-  setsid python3 -m servetune launch --model "$M3" --hardware "$HW" --sglang-version 0.5.17 \
+  setsid python3 -m servetune launch --model "$M3" "${HW_ARGS[@]}" --sglang-version 0.5.17 \
     --workload single-image-stream "${PINS[@]}" "${extra[@]}" --run-dir "$C/$1" > "$C/$1.out" 2>&1 < /dev/null &
   local pid=$! t=$(date +%s) pg
   sleep 0.2; pg=$(ps -o pgid= -p "$pid" | tr -d ' '); echo "${pg:-$pid}" > "$STATE/$1.pgid"
@@ -61,7 +65,7 @@ for item in ${PLAN:?set PLAN}; do
   case $kind in stop) stamp "== stop"; stop_ours; LAUNCH=""; continue ;; esac
   if [ "$(left)" -lt "${MIN_S:-200}" ]; then stamp "skipping $item: $(left)s left"; continue; fi
   n=$((n + 1)); name=$(printf '%02d' $n)-$kind-$cfg
-  served=(--model "$M3" --hardware "$HW" --sglang-version 0.5.17 "${PINS[@]}" "${extra[@]}")
+  served=(--model "$M3" "${HW_ARGS[@]}" --sglang-version 0.5.17 "${PINS[@]}" "${extra[@]}")
   case $kind in
     cap) what=(--capacity --start-rate "$a" --seed "${b:-0}" ${CAP_ARGS:-}) ;;
     soak) what=(--soak-seconds "$b" --request-rate "$a" --seed "${c:-0}") ;;
