@@ -5,9 +5,12 @@
     python scripts/h200_searches.py /tmp/ev/h200/certified-s9
     python scripts/h200_searches.py /tmp/ev/h200/study-s16 defaults-s16=certified/01-cap-defaults \
         seed-s16=call3/confirm/soak-trial-0009
+    python scripts/h200_searches.py /tmp/ev/h200/certified-s21 \
+        defaults-s21=certified/02-ucap@certified/01-launch-defaults
 
 With `NAME=RUN` arguments, those runs (directories under the root holding `capacity.json`) instead of the two
-below; a run whose `capacity.json` stores its capacity keeps it (and `certified`).
+below; a run whose `capacity.json` stores its capacity keeps it (and `certified`). `NAME=RUN@LAUNCH`: the
+server's `server_info.json` is in LAUNCH, not RUN (`bench --url` against a server `servetune launch` started).
 
 Sources (session 9, docs/h200-results.md section 13): `call1/01-cap-defaults` (SGLang 0.5.17's defaults)
 and `call2/01-cap-mrr48` (`--max-running-requests 48`). Each fixture keeps the step records of the run's
@@ -28,9 +31,9 @@ RUNS = {"defaults-s9": "call1/01-cap-defaults", "mrr48-s9": "call2/01-cap-mrr48"
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "h200" / "searches"
 
 
-def search(run: Path, source: str | None = None) -> dict:
+def search(run: Path, source: str | None = None, launch: Path | None = None) -> dict:
     data = json.loads((run / "capacity.json").read_text())
-    limits = server_limits(json.loads((run / "server_info.json").read_text()))
+    limits = server_limits(json.loads(((launch or run) / "server_info.json").read_text()))
     steps = []
     for step in data["steps"]:
         d = run / "steps" / Path(step["run_dir"]).name
@@ -48,10 +51,12 @@ def search(run: Path, source: str | None = None) -> dict:
 
 def main(root: str, *runs: str) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, rel in (dict(r.split("=", 1) for r in runs) or RUNS).items():
+    for name, given in (dict(r.split("=", 1) for r in runs) or RUNS).items():
+        rel, _, launch = given.partition("@")
         out = OUT / f"{name}.json"
         source = f"{Path(root).name}/{rel}" if runs else None
-        out.write_text(json.dumps(search(Path(root) / rel, source), indent=1) + "\n")
+        found = search(Path(root) / rel, source, Path(root) / launch if launch else None)
+        out.write_text(json.dumps(found, indent=1) + "\n")
         print(out, out.stat().st_size)
 
 
