@@ -75,7 +75,7 @@ def tails(model, argv: list[str], salt: int, launch: str, config: str, rates: li
     """The model's p99 TTFT and TPOT against the launch's long run at each rate, for one config."""
     import study_model as sm
 
-    from servetune.bench.servermodel import SIM_HORIZON_S
+    from servetune.bench.servermodel import horizon_arrivals
     from servetune.bench.stats import percentile
     from servetune.testing.simulated import arrivals
 
@@ -94,7 +94,7 @@ def tails(model, argv: list[str], salt: int, launch: str, config: str, rates: li
         ttft = sorted((r.ttft + r.lag) * 1000.0 for r in records)
         tpot = sorted((r.end - r.start - r.ttft) / (r.output_len - 1) * 1000.0 for r in records)
         point = model.simulated(rate, limit, graph, tail=0.01)
-        long = model.simulated(rate, limit, graph, tail=0.01, arrivals=int(rate * SIM_HORIZON_S))
+        long = model.simulated(rate, limit, graph, tail=0.01, arrivals=horizon_arrivals(rate))
         print(f"{rate:6.1f} {point.ttft_p99_ms:15.0f} {long.ttft_p99_ms:6.0f} {percentile(ttft, 99):8.0f} "
               f"{point.tpot_p99_ms:15.2f} {percentile(tpot, 99):8.2f}", flush=True)  # fmt: skip
 

@@ -107,6 +107,7 @@ running slot builds near the limit's ceiling: on the stand-in at 32 running, 76 
 225 ms in 2,000 arrivals, 303 in 300 s of them, the server 999 in 20,000 (docs/tuning.md). Against the
 long-run truth its capacities moved from -5.5% to +10.8% to -6.4% to +6.5% (the baseline's from +10.8% to
 -3.6%; `benchmarks/model_error.py --seed 2`)."""
+
 SIM_NO_GRAPH = 1 << 30
 """A graph no batch outgrows (the eager cost unknown, or no graph size given)."""
 PREFILL_BATCH = 6
@@ -173,6 +174,11 @@ class StepProfile(BaseModel):
     """KV tokens per running request (`#token` / `#running-req`, median)."""
     graph_false_share: float | None = None
     """Share of SGLang's decode lines that ran without a CUDA graph."""
+
+
+def horizon_arrivals(rate: float) -> int:
+    """Arrivals per seed of the capacity's final reading at `rate`: `SIM_HORIZON_S` of them, at least `SIM_ARRIVALS`."""
+    return max(SIM_ARRIVALS, int(rate * SIM_HORIZON_S))
 
 
 def server_limits(info: Mapping[str, Any]) -> dict[str, int | None]:
@@ -770,7 +776,7 @@ class ServerModel(BaseModel):
         tail = self._tail(slos)
 
         def holds(rate: float) -> bool:
-            count = max(SIM_ARRIVALS, int(rate * SIM_HORIZON_S))
+            count = horizon_arrivals(rate)
             return self.meets(self.simulated(rate, running_limit, graph, tail=tail, arrivals=count), slos)
 
         if holds(first):
