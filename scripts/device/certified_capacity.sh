@@ -10,8 +10,11 @@
 #   soak:CONFIG:RATE:SECS[:SEED]   a soak of CONFIG at RATE req/s for SECS seconds
 # or, on one server that several items share (as a user would: `servetune launch`, then `bench --url`):
 #   launch:CONFIG                  `servetune launch` of CONFIG on port 30000, in its own session (stopped by `stop`)
-#   ucap:START:SEED[:SOAK_S]       `bench --url --capacity` from START, then (SOAK_S) one soak at the capacity found
+#   ucap:START:SEED[:SOAK_S]       `bench --url --capacity` from START, then (SOAK_S) one soak at the capacity found;
+#                                  START `=F`: from the capacity this CONFIG's last ucap found, `--bracket-factor F`
+#                                  (a second round that starts at the edge: 4-5 steps, not 8)
 #   usoak:RATE:SECS[:SEED]         `bench --url --soak-seconds SECS` at RATE; RATE `xF`: F times the last ucap's capacity
+#                                  (skipped when fewer than SECS + 40 s are left: a cut soak has no verdict)
 #   stop                           stops the launched server
 # CAP_ARGS (env): more `bench --capacity` options for every search, e.g. CAP_ARGS='--bracket-factor 1.25'.
 # CONFIG: defaults, mrr48 (--max-running-requests 48), or seed51 (issue 20's seed: 51 and a 152-wide decode graph). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
@@ -36,6 +39,8 @@ n=$(ls $C | grep -c '\.json$' || true)
 URL=http://127.0.0.1:30000
 LAUNCH=""    # the run dir of the server `launch` started (its server.log is the telemetry's source)
 LASTCAP=""   # the capacity the last ucap found
+LCFG=""      # the config the launched server runs
+declare -A CAPOF   # CONFIG -> the capacity its last ucap found
 cfg_flags() {
   case $1 in
     mrr48) extra=(--set max_running_requests=48) ;;
@@ -54,7 +59,7 @@ launch_server() {
   stamp "servetune launch $2: pid $pid pgid ${pg:-$pid} (${extra[*]})"
   while :; do
     kill -0 "$pid" 2>/dev/null || { stamp "launch died"; tail -30 "$C/$1.out"; return 1; }
-    curl -sf -m 20 "$URL/health_generate" >/dev/null 2>&1 && { stamp "ready after $(( $(date +%s) - t ))s"; LAUNCH=$C/$1; return 0; }
+    curl -sf -m 20 "$URL/health_generate" >/dev/null 2>&1 && { stamp "ready after $(( $(date +%s) - t ))s"; LAUNCH=$C/$1; LCFG=$2; return 0; }
     [ "$(left)" -gt 60 ] || { stamp "not ready with $(left)s left"; stop_ours; return 1; }
     sleep 2
   done
@@ -74,7 +79,12 @@ for item in ${PLAN:?set PLAN}; do
       [ -n "$LAUNCH" ] || { stamp "skipping $item: no launched server"; continue; }
       served=(--url "$URL" --server-log "$LAUNCH/server.log"); name=$(printf '%02d' $n)-$kind
       if [ "$kind" = ucap ]; then   # here cfg is START, a SEED, b SOAK_S
-        what=(--capacity --start-rate "$cfg" --seed "${a:-0}" ${CAP_ARGS:-})
+        start=$cfg again=()
+        if [ "${start#=}" != "$start" ]; then
+          [ -n "${CAPOF[$LCFG]:-}" ] || { stamp "skipping $item: $LCFG has no capacity yet"; continue; }
+          again=(--bracket-factor "${start#=}"); start=${CAPOF[$LCFG]}
+        fi
+        what=(--capacity --start-rate "$start" --seed "${a:-0}" ${CAP_ARGS:-} "${again[@]}")
         [ -n "${b:-}" ] && what+=(--soak-seconds "$b" --soak-tries 1)
       else                          # here cfg is RATE (or xF), a SECS, b SEED
         rate=$cfg
@@ -83,6 +93,7 @@ for item in ${PLAN:?set PLAN}; do
           rate=$(python3 -c "print(round(${rate#x} * $LASTCAP, 3))")
         fi
         what=(--soak-seconds "$a" --request-rate "$rate" --seed "${b:-0}")
+        [ "$(left)" -ge $(( a + 40 )) ] || { stamp "skipping $item: $(left)s left"; continue; }
       fi ;;
     *) stamp "unknown item $item"; continue ;;
   esac
@@ -90,7 +101,10 @@ for item in ${PLAN:?set PLAN}; do
   timeout --foreground -s INT -k 20 $(( $(left) - 25 )) python3 -m servetune bench "${served[@]}" --workload single-image-stream \
     "${SLO_ARGS[@]}" "${what[@]}" --run-dir $C/$name --json > $C/$name.json 2> $C/$name.err
   stamp "rc=$?"; tail -25 $C/$name.err
-  [ "$kind" = ucap ] && LASTCAP=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['capacity']['request_rate'] or '')" "$C/$name.json" 2>/dev/null)
+  if [ "$kind" = ucap ]; then
+    LASTCAP=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['capacity']['request_rate'] or '')" "$C/$name.json" 2>/dev/null)
+    [ -n "$LASTCAP" ] && CAPOF[$LCFG]=$LASTCAP
+  fi
   python3 - "$C/$name.json" "$C/$name" <<'PY' || true
 import json, pathlib, sys
 try:
