@@ -284,3 +284,28 @@ def test_on_a_fourth_lent_machine_the_model_fitted_on_the_defaults_reads_the_see
     assert base["capacity"] < own <= base["capacity"] * 1.20
     limits = {n: model.capacity(SLOS, running_limit=n, graph_bs=152) for n in (32, 40, 48, 56, 64)}
     assert max(limits.values()) > 1.05 * own
+
+
+def test_on_a_fifth_lent_machine_two_launches_of_the_defaults_fit_one_model_and_the_seed_pools_within_5_percent():
+    """Session 22 (docs/h200-results.md section 23), one lent H200: SGLang's defaults certified 14.24 req/s on
+    one launch (sequence seed 4) and 12.34 on a second (seed 5; met once at 14.94, not met at 12.94-14.24 on
+    other sequences: their edge is wide); the seed (`max_running_requests 51`, graph 152) certified 20.00 on the
+    first round's sequences (1.40x). The model fitted on either launch of the defaults reads them within 3% of
+    each other (the certified figures lie 15% apart), ranks a bounded running limit above them by more than
+    the search's resolution, and reads the seed 28% low; pooled with the seed's search it reads the seed within
+    5% and its best stays within the resolution of it: a refit would launch nothing new."""
+    first, second, seed = _search("defaults-s22"), _search("defaults-s22b"), _search("seed-s22")
+    assert first["certified"] and second["certified"] and seed["server_limits"] == {"running": 51, "graph": 152}
+    assert second["capacity"] < 0.9 * first["capacity"]
+    fits = [ServerModel.fit(_profiles(s), running_limit=4096, graph_bs=256) for s in (first, second)]
+    own = [m.capacity(SLOS) for m in fits]
+    assert abs(own[0] - own[1]) < 0.03 * max(own)
+    for model, reading in zip(fits, own):
+        limits = {n: model.capacity(SLOS, running_limit=n, graph_bs=152) for n in (32, 40, 48, 56)}
+        assert max(limits.values()) > 1.05 * reading
+        assert model.capacity(SLOS, running_limit=51, graph_bs=152) < 0.8 * seed["capacity"]
+    pooled = ServerModel.fit(_profiles(first), running_limit=4096, graph_bs=256,
+                             pooled=[Search(_profiles(seed), 51, 152)])  # fmt: skip
+    assert pooled.capacity(SLOS, running_limit=51, graph_bs=152) == pytest.approx(seed["capacity"], rel=0.05)
+    refit = {n: pooled.capacity(SLOS, running_limit=n, graph_bs=152) for n in (40, 46, 51, 56, 64)}
+    assert max(refit.values()) < seed["capacity"] * 1.05
