@@ -1,0 +1,87 @@
+"""`benchmarks/decode_intervals.py`: the decode step's and a prefill batch's costs, read back from the intervals
+between SGLang's decode lines (their `gen throughput` times each interval). Synthetic lines in SGLang 0.5.17's
+shape, written by `launch._telemetry.write_telemetry` from a scheduler whose costs are known, are read back by
+the benchmark, as a file and as a script."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servetune.launch._telemetry import write_telemetry
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "decode_intervals.py"
+COSTS = (0.0035, 0.00002, 0.034, 0.029)
+"""a, b (s per running request), p0 (s per prefill batch), p1 (s per prefilled request): near the H200's."""
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("decode_intervals", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _step(seed: int, queued: bool) -> list[dict]:
+    """A scheduler's lines over 60 intervals: prefill batches of 1-2 requests (unbounded) or 2-4 (a queue
+    behind a running limit), then a decode line whose `gen throughput` is the interval's tokens over its time."""
+    a, b, p0, p1 = COSTS
+    rng = random.Random(seed)
+    lines, now, batch = [], 1_000.0, 20
+    lines.append({"kind": "decode", "ts": now, "running_req": batch, "gen_throughput": 1000.0})
+    for _ in range(60):
+        start = batch
+        seconds = 0.0
+        for _ in range(rng.randint(0, 4)):
+            k = rng.randint(2, 4) if queued else rng.randint(1, 2)
+            seconds += p0 + p1 * k
+            batch = min(batch + k, 74)
+            lines.append({"kind": "prefill", "ts": now + seconds, "new_seq": k, "running_req": batch})
+        batch = max(4, batch - rng.randint(0, 5))
+        mean = (start + batch) / 2
+        seconds += 40 * (a + b * mean)
+        now += seconds
+        lines.append({"kind": "decode", "ts": now, "running_req": batch, "gen_throughput": 40 * mean / seconds})
+    return lines
+
+
+@pytest.mark.parametrize("queued", [False, True])
+def test_the_fit_reads_back_the_costs_that_timed_the_intervals(queued):
+    bench = _benchmark()
+    rows = [row for seed in range(3) for row in bench.intervals([{**x, "t": 1.0} for x in _step(seed, queued)])]
+    assert len(rows) == 180
+    coef, r2 = bench.fit(rows)
+    assert coef == pytest.approx(list(COSTS), rel=1e-6, abs=1e-9) and r2 > 0.999
+
+
+def test_lines_before_the_steps_start_are_not_read():
+    bench = _benchmark()
+    lines = _step(0, False)
+    timed = [{**x, "t": -1.0 if i < 10 else 1.0} for i, x in enumerate(lines)]
+    whole = bench.intervals([{**x, "t": 1.0} for x in lines])
+    assert 0 < len(bench.intervals(timed)) < len(whole)
+
+
+def test_the_script_prints_one_row_per_run(tmp_path):
+    for name, queued in (("unbounded", False), ("limited", True)):
+        step = tmp_path / name / "steps" / "01-12"
+        step.mkdir(parents=True)
+        write_telemetry(step / "telemetry.jsonl", _step(1, queued), t0=999.0)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path / "unbounded"), str(tmp_path / "limited")],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split(" | ") for line in proc.stdout.splitlines()[1:]]
+    assert [Path(r[0]).name for r in rows] == ["unbounded", "limited"]
+    for r in rows:
+        assert float(r[1]) == 60 and float(r[2]) == pytest.approx(3.5, abs=0.01)
+        assert float(r[4]) == pytest.approx(34.0, abs=0.1) and float(r[5]) == pytest.approx(29.0, abs=0.1)
+    per_request = [float(r[8]) for r in rows]
+    assert per_request[1] < per_request[0]  # larger batches: the fixed cost spread over more requests
