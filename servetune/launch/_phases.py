@@ -1,7 +1,8 @@
 """Where a server's start-up went, read from SGLang's own log (`server.log` of the run).
 
 SGLang stamps its log lines to the second (`[2026-12-01 18:05:55] Load weight begin. ...`, or
-`[... TP0]` with tensor parallelism) and reports a few exact figures: `Load weight end.
+`[... TP0]` with tensor parallelism), or to the millisecond with `SGLANG_LOG_MS` (`[2026-12-01 18:05:55.120]`,
+which `servetune launch` sets) and reports a few exact figures: `Load weight end.
 elapsed=0.15 s`, `Capture target decode CUDA graph end. elapsed=4.91 s` and, from 0.5.x, one
 `Engine startup timings (s): ...` line. The milestones, as SGLang 0.5.17 logs them:
 
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = ["StartupPhases", "read_startup_phases", "startup_phases"]
 
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?: [A-Z0-9 ]*)?\] (.*)$")
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?(?: [A-Z0-9 ]*)?\] (.*)$")
 _WEIGHTS_END = re.compile(r"Load weight end\.(?: elapsed=([\d.]+) s)?")
 _GRAPH_BEGIN = re.compile(r"Capture .*decode.*cuda graph begin", re.IGNORECASE)
 _BATCH_SIZES = re.compile(r"bs=\[([^\]]*)\]")
@@ -85,9 +86,10 @@ class StartupPhases(BaseModel):
         return ", ".join(text)
 
 
-def _epoch(stamp: str) -> float:
-    """A log stamp (local time, as SGLang's logging writes it) in epoch seconds."""
-    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
+def _epoch(stamp: str, fraction: str | None = None) -> float:
+    """A log stamp (local time, as SGLang's logging writes it; `fraction`: its digits after the second,
+    `SGLANG_LOG_MS`) in epoch seconds."""
+    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + (float(f"0.{fraction}") if fraction else 0.0)
 
 
 def _span(a: float | None, b: float | None) -> float | None:
@@ -106,7 +108,7 @@ def startup_phases(text: str, *, started_at: float | None = None, ready_at: floa
     for raw in text.splitlines():
         m = _STAMP.match(raw)
         if m is not None:
-            lines.append((_epoch(m.group(1)), m.group(2)))
+            lines.append((_epoch(m.group(1), m.group(2)), m.group(3)))
     if started_at is not None:
         lines = [(t, msg) for t, msg in lines if t >= int(started_at)]
     starts = [i for i, (_, msg) in enumerate(lines) if "server_args=" in msg]

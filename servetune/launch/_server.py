@@ -49,6 +49,11 @@ __all__ = ["ServerHandle", "check_launch", "start_server"]
 
 log = logging.getLogger("servetune.launch")
 
+LOG_ENV: dict[str, str] = {"SGLANG_LOG_MS": "1"}
+"""Set for every server (and written to `env.json`) unless servetune's own environment, the resolved env or
+`extra_env` sets it: SGLang (0.5.10 on) then stamps its log lines to the millisecond, so the telemetry's times
+and the start-up phases are SGLang's own clock (else whole seconds, each second's lines spread evenly)."""
+
 
 class ServerHandle:
     """A started server: its process group, port reservation, log and `/server_info` diff.
@@ -354,7 +359,8 @@ def start_server(
     Args:
         argv: Flags after the command prefix (`--model-path` first, as `Resolution.argv()`);
             any `--host/--port` in it are replaced by the options'.
-        env: Environment variables decided for the server (`Resolution.env()`), added to ours.
+        env: Environment variables decided for the server (`Resolution.env()`), added to ours (with
+            `LOG_ENV` where neither sets its variables).
         requested: {field: value} to compare with `/server_info` (`Resolution.requested()`);
             a None value records what the server chose.
         options: How to start it; defaults to `LaunchOptions()`.
@@ -380,7 +386,7 @@ def start_server(
         reservation.release()
         raise
     full = [*prefix, *strip_host_port(argv), "--host", options.host, "--port", str(port)]
-    server_env = {**env, **options.extra_env}
+    server_env = {**{k: v for k, v in LOG_ENV.items() if k not in os.environ}, **env, **options.extra_env}
     if options.cuda_visible_devices is not None:
         server_env["CUDA_VISIBLE_DEVICES"] = options.cuda_visible_devices
     write_argv(run_dir, full)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -63,6 +64,25 @@ def test_run_directory_holds_redacted_argv_env_and_the_server_log(make_options):
     assert env["HF_TOKEN"] == "<redacted>" and env["SGLANG_VLM_CACHE_SIZE_MB"] == "0"
     assert "fired up and ready to roll" in (run_dir / "server.log").read_text()
     assert int((run_dir / "server.pid").read_text()) == server.pid
+
+
+def test_the_server_stamps_its_log_to_the_millisecond_unless_told_otherwise(make_options, monkeypatch):
+    """`SGLANG_LOG_MS=1` goes to every server (and its env.json) unless the resolved env, `extra_env` or
+    servetune's own environment sets it; the stand-in, like SGLang, then stamps `[... 22:40:15.120]`."""
+    stamped = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{3})?\] ", re.MULTILINE)
+    monkeypatch.delenv("SGLANG_LOG_MS", raising=False)
+    cases = [({}, {}, "1"), ({"SGLANG_LOG_MS": "0"}, {}, "0"), ({}, {"SGLANG_LOG_MS": "0"}, "0")]
+    for env, extra, expected in cases:
+        with start_server(["--model-path", MODEL], env, {}, make_options(extra_env=extra)) as server:
+            run_dir = server.run_dir
+        assert json.loads((run_dir / "env.json").read_text())["SGLANG_LOG_MS"] == expected
+        fractions = {m.group(1) is not None for m in stamped.finditer((run_dir / "server.log").read_text())}
+        assert fractions == {expected == "1"}, (env, extra)
+    monkeypatch.setenv("SGLANG_LOG_MS", "0")  # the caller's own environment: not overridden, not recorded
+    with start_server(["--model-path", MODEL], {}, {}, make_options()) as server:
+        run_dir = server.run_dir
+    assert "SGLANG_LOG_MS" not in json.loads((run_dir / "env.json").read_text())
+    assert {m.group(1) for m in stamped.finditer((run_dir / "server.log").read_text())} == {None}
 
 
 def test_a_slow_start_is_waited_for(make_options):

@@ -77,3 +77,21 @@ def test_other_log_shapes():
     bare = startup_phases("starting\n[2026-01-01 10:00:00] hello\n")
     assert bare.engine_s is None and bare.cuda_graphs_s is None and bare.summary() == ""
     assert read_startup_phases(Path("/nonexistent/server.log")) is None
+
+
+def test_millisecond_stamps_give_sub_second_phases(utc):
+    """With `SGLANG_LOG_MS` (which `servetune launch` sets) SGLang stamps `[2026-12-01 18:05:53.120]`: the
+    phases keep the fraction. The H200 start, its stamps given made-up milliseconds, reads each phase that
+    many milliseconds apart from the whole-second reading."""
+    text = (H200 / "sglang-starts.log").read_text()
+    whole = startup_phases(text)
+    fractions = iter(range(1000))
+
+    def stamped(m: re.Match) -> str:
+        return f"[{m.group(1)}.{next(fractions) % 1000:03d}"
+
+    ms = startup_phases(re.sub(r"^\[([\d-]+ [\d:]+)", stamped, text, flags=re.MULTILINE))
+    assert (ms.weights_s, ms.kv_cache_s, ms.cuda_graphs_s) == (whole.weights_s, whole.kv_cache_s, whole.cuda_graphs_s)
+    for name in ("processes_s", "engine_s", "warmup_s"):
+        got, was = getattr(ms, name), getattr(whole, name)
+        assert got is not None and got != was and abs(got - was) < 1.0, name

@@ -64,7 +64,8 @@ decoded chunk finds the interval passed (so not during a long idle or a single s
     [2026-12-01 22:40:15] Decode batch, #running-req: R, #token: T, token usage: U, cuda graph: B,
         gen throughput (token/s): G, #queue-req: Q
 
-(one line each), where N is the request's prompt tokens (images included), T the KV tokens in use
+(one line each; stamped to the millisecond, `[... 22:40:15.120]`, with `SGLANG_LOG_MS` as SGLang does, which
+`servetune launch` sets), where N is the request's prompt tokens (images included), T the KV tokens in use
 (reserved at admission: input + `max_tokens` of each running request), U = T / KV capacity (2
 decimals), R the requests decoding, Q the requests queued for admission, X = N per simulated second
 of its prefill, B = R <= `cuda_graph_max_bs_decode`, and G the output tokens emitted since the

@@ -18,10 +18,15 @@ from servetune import __version__
 from servetune.testing.standin._config import OOM_AT_START_FRACTION, Knobs, build_parser, resolve
 from servetune.testing.standin._engine import OOM_TRACE, Engine, Request, die, stream_words
 
+LOG_MS = os.environ.get("SGLANG_LOG_MS", "").lower() in ("true", "1", "yes", "y")
+"""Stamp log lines to the millisecond, as SGLang's `configure_logger` does with `SGLANG_LOG_MS`."""
+
 
 def log(msg: str) -> None:
-    """One SGLang-style log line on stderr."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    """One SGLang-style log line on stderr (`[2026-12-01 22:40:15] msg`, or `[... 22:40:15.120]` with
+    `SGLANG_LOG_MS`)."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + (f".{int(now % 1 * 1000):03d}" if LOG_MS else "")
     sys.stderr.write(f"[{stamp}] {msg}\n")
     sys.stderr.flush()
 
