@@ -20,13 +20,16 @@ each request's life (`servermodel.ServerModel.fit`, where the batch and the pref
 unbounded search, so b and the prefill stall are hard to tell apart). Printed per run: the intervals, the fit
 and its R^2, requests per prefill batch, the prefill cost per request at that batch size, and the intervals'
 sum against the wall clock between the first and last decode line (their stamps, to the second) as a check
-that 40 B / G times the intervals (session 22's search read 2-8% over).
+that 40 B / G times the intervals (session 22's search read 2-8% over), and, where the log was stamped to the
+millisecond (`SGLANG_LOG_MS`, which `servetune launch` sets), the median of each interval's 40 B / G over its
+stamped length ("-" with whole-second stamps).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -54,6 +57,20 @@ def intervals(telemetry: list[dict]) -> list[tuple[float, float, int, int]]:
     return rows
 
 
+def stamped_ratios(telemetry: list[dict]) -> list[float]:
+    """Each interval's 40 B / G over its length by the decode lines' own stamps, where they carry milliseconds
+    (`SGLANG_LOG_MS`); [] with whole-second stamps."""
+    decode = [x for x in telemetry if x.get("kind") == "decode" and x.get("t", -1.0) >= 0.0]
+    if not any(x.get("ts", 0.0) % 1 for x in decode):
+        return []
+    out = []
+    for prev, line in zip(decode, decode[1:]):
+        gen, length = line.get("gen_throughput") or 0.0, line["ts"] - prev["ts"]
+        if gen > 0 and length > 0:
+            out.append(DECODE_LOG_INTERVAL * (prev["running_req"] + line["running_req"]) / 2.0 / gen / length)
+    return out
+
+
 def fit(rows: list[tuple[float, float, int, int]]) -> tuple[list[float], float]:
     """(a, b, p0, p1) in seconds, and R^2."""
     import numpy as np
@@ -71,15 +88,16 @@ def main() -> int:
     parser.add_argument("runs", nargs="+", type=Path)
     args = parser.parse_args()
     print("run | intervals | a ms | b ms/request | p0 ms/batch | p1 ms/request | R^2 | requests/batch |"
-          " prefill ms/request | sum / wall s")  # fmt: skip
+          " prefill ms/request | sum / wall s | timed / stamped")  # fmt: skip
     for run in args.runs:
-        rows, total, wall = [], 0.0, 0.0
+        rows, total, wall, ratios = [], 0.0, 0.0, []
         for step in sorted((run / "steps").glob("*/telemetry.jsonl")):
             if step.parent.name.startswith("00"):  # the warm-up wave
                 continue
             lines = [json.loads(text) for text in step.read_text().splitlines() if text.strip()]
             found = intervals(lines)
             rows += found
+            ratios += stamped_ratios(lines)
             stamps = [line["ts"] for line in lines if line.get("kind") == "decode" and line.get("t", -1.0) >= 0.0]
             if found and len(stamps) > 1:
                 total += sum(s for s, _, _, _ in found)
@@ -91,7 +109,8 @@ def main() -> int:
         batches, requests = sum(r[2] for r in rows), sum(r[3] for r in rows)
         size = requests / batches if batches else float("nan")
         print(f"{run} | {len(rows)} | {a * 1e3:.2f} | {b * 1e3:.4f} | {p0 * 1e3:.1f} | {p1 * 1e3:.1f} | {r2:.3f} |"
-              f" {size:.2f} | {(p0 / size + p1) * 1e3:.1f} | {total:.0f} / {wall:.0f}")  # fmt: skip
+              f" {size:.2f} | {(p0 / size + p1) * 1e3:.1f} | {total:.0f} / {wall:.0f} |"
+              f" {f'{statistics.median(ratios):.3f}' if ratios else '-'}")  # fmt: skip
     return 0
 
 

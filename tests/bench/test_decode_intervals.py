@@ -1,7 +1,7 @@
 """`benchmarks/decode_intervals.py`: the decode step's and a prefill batch's costs, read back from the intervals
 between SGLang's decode lines (their `gen throughput` times each interval). Synthetic lines in SGLang 0.5.17's
 shape, written by `launch._telemetry.write_telemetry` from a scheduler whose costs are known, are read back by
-the benchmark, as a file and as a script."""
+the benchmark, as a file and as a script; stamped to the millisecond, their stamps agree with it."""
 
 from __future__ import annotations
 
@@ -85,3 +85,12 @@ def test_the_script_prints_one_row_per_run(tmp_path):
         assert float(r[4]) == pytest.approx(34.0, abs=0.1) and float(r[5]) == pytest.approx(29.0, abs=0.1)
     per_request = [float(r[8]) for r in rows]
     assert per_request[1] < per_request[0]  # larger batches: the fixed cost spread over more requests
+    assert [r[10] for r in rows] == ["1.000", "1.000"]  # stamped to the millisecond: the same lengths
+
+
+def test_whole_second_stamps_give_no_stamped_check():
+    """Stamped to the second (SGLang without `SGLANG_LOG_MS`), an interval's length is not on its stamps."""
+    bench = _benchmark()
+    lines = [{**x, "t": 1.0} for x in _step(2, False)]
+    assert bench.stamped_ratios(lines) == pytest.approx([1.0] * 60)
+    assert bench.stamped_ratios([{**x, "ts": float(int(x["ts"]))} for x in lines]) == []
