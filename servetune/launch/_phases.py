@@ -18,10 +18,11 @@ milestone that the log lacks (another version, a start that failed) leaves its p
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
+
+from servetune.launch._telemetry import stamp_epoch
 
 __all__ = ["StartupPhases", "read_startup_phases", "startup_phases"]
 
@@ -86,12 +87,6 @@ class StartupPhases(BaseModel):
         return ", ".join(text)
 
 
-def _epoch(stamp: str, fraction: str | None = None) -> float:
-    """A log stamp (local time, as SGLang's logging writes it; `fraction`: its digits after the second,
-    `SGLANG_LOG_MS`) in epoch seconds."""
-    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + (float(f"0.{fraction}") if fraction else 0.0)
-
-
 def _span(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else round(max(0.0, b - a), 3)
 
@@ -108,7 +103,7 @@ def startup_phases(text: str, *, started_at: float | None = None, ready_at: floa
     for raw in text.splitlines():
         m = _STAMP.match(raw)
         if m is not None:
-            lines.append((_epoch(m.group(1), m.group(2)), m.group(3)))
+            lines.append((stamp_epoch(m.group(1), m.group(2)), m.group(3)))
     if started_at is not None:
         lines = [(t, msg) for t, msg in lines if t >= int(started_at)]
     starts = [i for i, (_, msg) in enumerate(lines) if "server_args=" in msg]

@@ -83,16 +83,20 @@ def _value(raw: str) -> Any:
     return text
 
 
+def stamp_epoch(stamp: str, fraction: str | None = None) -> float:
+    """A log stamp as SGLang's logging writes it (`2026-12-01 22:40:15`, local time) in epoch seconds, plus
+    `fraction`: the digits after the second where it has them (`SGLANG_LOG_MS`: `.120`)."""
+    ts = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
+    return ts + int(fraction) / 10 ** len(fraction) if fraction else ts
+
+
 def _parse(line: str) -> dict[str, Any] | None:
     if len(line) > _MAX_LINE or " batch" not in line:
         return None
     m = _LINE.match(line.strip())
     if m is None:
         return None
-    ts = time.mktime(time.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S"))
-    if m["ms"]:
-        ts += int(m["ms"]) / 10 ** len(m["ms"])
-    record: dict[str, Any] = {"kind": m["kind"].lower(), "ts": ts}
+    record: dict[str, Any] = {"kind": m["kind"].lower(), "ts": stamp_epoch(m["stamp"], m["ms"])}
     for name, number in _RANK.findall(m["ranks"] or ""):
         record[f"{name.lower()}_rank"] = int(number)
     if m["iter"] is not None:
