@@ -37,6 +37,11 @@ DECODE_LOG_INTERVAL = 40
 """SGLang's default `--decode-log-interval`."""
 
 
+def _tokens(prev: dict, line: dict) -> float:
+    """The tokens generated between two decode lines: 40 decode steps at the mean of their two batches."""
+    return DECODE_LOG_INTERVAL * (prev["running_req"] + line["running_req"]) / 2.0
+
+
 def intervals(telemetry: list[dict]) -> list[tuple[float, float, int, int]]:
     """(seconds, tokens 40 x B, prefill batches, prefilled requests) per pair of decode lines after the step's
     start (`t` >= 0)."""
@@ -51,7 +56,7 @@ def intervals(telemetry: list[dict]) -> list[tuple[float, float, int, int]]:
             continue
         gen = line.get("gen_throughput") or 0.0
         if prev is not None and gen > 0 and line.get("t", -1.0) >= 0.0:
-            tokens = DECODE_LOG_INTERVAL * (prev["running_req"] + line["running_req"]) / 2.0
+            tokens = _tokens(prev, line)
             rows.append((tokens / gen, tokens, batches, requests))
         prev, batches, requests = line, 0, 0
     return rows
@@ -67,7 +72,7 @@ def stamped_ratios(telemetry: list[dict]) -> list[float]:
     for prev, line in zip(decode, decode[1:]):
         gen, length = line.get("gen_throughput") or 0.0, line["ts"] - prev["ts"]
         if gen > 0 and length > 0:
-            out.append(DECODE_LOG_INTERVAL * (prev["running_req"] + line["running_req"]) / 2.0 / gen / length)
+            out.append(_tokens(prev, line) / gen / length)
     return out
 
 
