@@ -13,7 +13,8 @@
 #   ucap:START:SEED[:SOAK_S]       `bench --url --capacity` from START, then (SOAK_S) one soak at the capacity found;
 #                                  START `=F`: from the capacity this CONFIG's last ucap found, `--bracket-factor F`
 #                                  (a second round that starts at the edge: 4-5 steps, not 8)
-#   usoak:RATE:SECS[:SEED]         `bench --url --soak-seconds SECS` at RATE; RATE `xF`: F times the last ucap's capacity
+#   usoak:RATE:SECS[:SEED]         `bench --url --soak-seconds SECS` at RATE; RATE `xF`: F times the last ucap's capacity,
+#                                  `@CONFIG`: the capacity CONFIG's last ucap found (the baseline at the winner's rate)
 #                                  (skipped when fewer than SECS + 40 s are left: a cut soak has no verdict)
 #   stop                           stops the launched server
 # CAP_ARGS (env): more `bench --capacity` options for every search, e.g. CAP_ARGS='--bracket-factor 1.25'.
@@ -91,6 +92,9 @@ for item in ${PLAN:?set PLAN}; do
         if [ "${rate#x}" != "$rate" ]; then
           [ -n "$LASTCAP" ] || { stamp "skipping $item: no capacity to scale"; continue; }
           rate=$(python3 -c "print(round(${rate#x} * $LASTCAP, 3))")
+        elif [ "${rate#@}" != "$rate" ]; then
+          [ -n "${CAPOF[${rate#@}]:-}" ] || { stamp "skipping $item: ${rate#@} has no capacity yet"; continue; }
+          rate=${CAPOF[${rate#@}]}
         fi
         what=(--soak-seconds "$a" --request-rate "$rate" --seed "${b:-0}")
         [ "$(left)" -ge $(( a + 40 )) ] || { stamp "skipping $item: $(left)s left"; continue; }
