@@ -36,7 +36,8 @@ PINS=(--set attention_backend=triton --set mm_attention_backend=triton_attn --se
 export SERVETUNE_SGLANG_CMD="bash $REPO/scripts/device/sgl_fast_stop.sh"
 SLO_ARGS=(${SLO:---slo p99_ttft_ms<=2000 --slo p99_tpot_ms<=25})
 C=/tmp/sgl/certified; mkdir -p $C
-n=$(ls $C | grep -c '\.json$' || true)
+# the next item's number follows the highest already in $C (a second job on a warm machine adds to the first's)
+n=$(ls $C | sed -n 's/^\([0-9][0-9]*\)-.*/\1/p' | sort -n | tail -1); n=$((10#${n:-0}))
 URL=http://127.0.0.1:30000
 LAUNCH=""    # the run dir of the server `launch` started (its server.log is the telemetry's source)
 LASTCAP=""   # the capacity the last ucap found
