@@ -5,6 +5,7 @@
     tar -xJf docs/h200-evidence.tar.xz -C /tmp
     python scripts/h200_replay_steps.py /tmp/h200 [--widths 0 5] [--runs certified-s8 certified-s9 soaks-s10]
     python scripts/h200_replay_steps.py /tmp/h200 --widths 5 --runs soaks-s10 soaks-s11 study-s16 --soaks-only
+    python scripts/h200_replay_steps.py /tmp/h200 --widths 5 --min-overloads 0.025 0 --runs certified-s22 soaks-s10
 
 Each step directory holding a `verdict.json` and a `requests.jsonl` is replayed (`verdict.replay`) up to
 the moment its recorded step stopped (the recorded `at_s`), at its rate (its `workload.json`'s, else the
@@ -12,8 +13,9 @@ one its directory names: `NN-RATE`, `CONFIG-RATE/soak`), with the SLOs of those 
 p99 TPOT <= 25 ms), a 120 s step or a 300 s soak (`soak/`, or under `soaks/`). A step judged by an older
 protocol can read differently from its record
 even with every request independent (the backlog test decides at other checkpoints now): compare the
-columns, not a column with the record. Prints one line per step and a count of (first width, last
-width) verdict pairs.
+columns, not a column with the record. `--min-overloads`: the backlog test's `StepRules.min_overload` (the
+growth, as a share of the rate, a step is called falling behind above; 0.025 by default), one column per
+width and share. Prints one line per step and a count of (first column, last column) verdict pairs.
 """
 
 from __future__ import annotations
@@ -53,9 +55,11 @@ def main() -> int:
     parser.add_argument("archive", type=Path, help="the unpacked evidence archive's h200/ directory")
     parser.add_argument("--widths", type=float, nargs="+", default=[0.0, 5.0])
     parser.add_argument("--runs", nargs="+", default=["certified-s8", "certified-s9", "soaks-s10"])
+    parser.add_argument("--min-overloads", type=float, nargs="+", default=[StepRules().min_overload])
     parser.add_argument("--soaks-only", action="store_true", help="replay the soaks only")
     args = parser.parse_args()
     pairs: collections.Counter = collections.Counter()
+    columns = [(width, share) for width in args.widths for share in args.min_overloads]
     for run in args.runs:
         for label, step, rate, soak in steps(args.archive / run):
             if args.soaks_only and not soak:
@@ -63,10 +67,9 @@ def main() -> int:
             recorded = json.loads((step / "verdict.json").read_text())
             records = load_requests(step / "requests.jsonl")
             cells, states = [], []
-            for width in args.widths:
-                judge = StepJudge(
-                    SLOS, StepRules(cluster_s=width), rate=rate, max_s=300.0 if soak else 120.0, soak=soak
-                )
+            for width, share in columns:
+                rules = StepRules(cluster_s=width, min_overload=share)
+                judge = StepJudge(SLOS, rules, rate=rate, max_s=300.0 if soak else 120.0, soak=soak)
                 verdict, _ = replay(records, judge, until=recorded["at_s"])
                 counts = " ".join(
                     f"{c.slo.split('_')[1]} {c.over}/{c.judged}"
@@ -78,7 +81,8 @@ def main() -> int:
                 states.append(verdict.state)
             print(f"{label:62s} recorded {recorded['state']:9s} | " + " | ".join(cells), flush=True)
             pairs[("soak" if soak else "step", states[0], states[-1])] += 1
-    print(f"\nverdicts (width {args.widths[0]:g} s -> {args.widths[-1]:g} s):")
+    (w0, s0), (w1, s1) = columns[0], columns[-1]
+    print(f"\nverdicts (width {w0:g} s, min overload {s0:g} -> width {w1:g} s, min overload {s1:g}):")
     for (kind, first, last), n in sorted(pairs.items()):
         print(f"  {kind:4s} {first:9s} -> {last:9s} {n}")
     return 0
