@@ -21,8 +21,10 @@ complete, whether it may stop. Its parts:
   `horizon_s` after the step's start, the extra requests in flight (Little's law: each waits one
   completion interval) or the measured TTFT trend would break the queueing bound (the TTFT SLO's
   bound, else `queue_bound_ms`). A step can be met only once the backlog is shown flat: its growth
-  certainly below `max_overload` of the rate. The test decides at checkpoints, first after
-  `backlog_s` of judged arrivals, with its error spread over them.
+  certainly below `max_overload` of the rate, and not certainly above 0 where that growth, extrapolated
+  the same way, would break the queueing bound (`creeping`: too slow to call a miss, too steady to pass;
+  the step keeps sending until a later checkpoint reads it, or ends undecided). The test decides at
+  checkpoints, first after `backlog_s` of judged arrivals, with its error spread over them.
 - **The client.** A step whose client sent its arrivals at under `OFFERED_MIN` of their schedule, and
   fell `OFFERED_LAG_S` or more behind it, did not test its rate: invalid, not a verdict.
 - **Futility.** A percentile SLO that can no longer be met before `max_s` (more over its bound than
@@ -199,6 +201,10 @@ class BacklogCheck(BaseModel):
     """The same at the slopes' upper bounds (what may come): a soak's forecast."""
     state: Literal["growing", "flat"] | None = None
     """`growing`: certainly falling behind; `flat`: readable and not; None: not yet readable."""
+    creeping: bool = False
+    """At the last checkpoint: growth certainly above 0 but not above `min_overload`, whose projection breaks
+    the queueing bound by the horizon: not flat, so the step keeps sending (a config 2-4% past its throughput
+    ceiling passed 35-75 s steps this way and failed its soak: docs/h200-results.md section 24)."""
 
 
 class StepVerdict(BaseModel):
@@ -267,6 +273,7 @@ class StepJudge:
         self._first = 0
         self._checkpoint = 0
         self._backlog_state: Literal["growing", "flat"] | None = None
+        self._creeping = False
         self.last: StepVerdict | None = None
 
     @property
@@ -328,6 +335,7 @@ class StepJudge:
             self._ttfts = _Prefix()
             self._first = self._checkpoint = 0
             self._backlog_state = None
+            self._creeping = False
         t0 = records[0].arrival
         rel = now - t0
         while self._first < len(records) and records[self._first].arrival - t0 < rules.warmup_s:
@@ -379,6 +387,11 @@ class StepJudge:
         if backlog is None or backlog.state is None:
             if backlog is None or backlog.bins < self._min_bins:
                 open_.append(f"backlog: {backlog.bins if backlog else 0} of {self._min_bins} bins")
+            elif backlog.creeping and backlog.projected_delay_ms is not None:
+                open_.append(
+                    f"backlog: creeping ({backlog.slope_low:+.2f} requests in flight per s at least, queueing "
+                    f"{backlog.projected_delay_ms:.0f} ms by {rules.horizon_s:g} s): not yet shown steady"
+                )
             else:
                 open_.append("backlog: not yet shown steady")
         if finished and failed / finished > rules.max_failed:
@@ -542,12 +555,18 @@ class StepJudge:
             # alone let a held-out server 2-5% past its ceiling be met within a 50 s step
             wide = rules.max_overload * self.rate
             steady = c_high < wide and (d_bounds is None or d_bounds[1] < rules.max_overload * 1000.0)
-            self._backlog_state = "growing" if piling or slower else "flat" if steady else None
+            # growth too slow to call a miss that still breaks the bound by the horizon: not flat either
+            self._creeping = (c_low > 0.0 and level + c_low * ahead / rate * 1000.0 > bound) or (
+                d_bounds is not None and d_bounds[0] > 0.0 and level + d_bounds[0] * d_ahead > bound
+            )
+            growing = piling or slower
+            self._backlog_state = "growing" if growing else "flat" if steady and not self._creeping else None
+            self._creeping = self._creeping and not growing
         return out.model_copy(
             update=dict(
                 slope=fit.slope, slope_low=low, slope_high=high,
                 delay_slope_ms_s=delay.slope if delay is not None else None, projected_delay_ms=projected,
-                forecast_delay_ms=forecast, state=self._backlog_state,
+                forecast_delay_ms=forecast, state=self._backlog_state, creeping=self._creeping,
             )
         )  # fmt: skip
 
