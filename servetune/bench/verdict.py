@@ -544,24 +544,19 @@ class StepJudge:
             conf = 1.0 - _spent(1.0 - rules.confidence, self._checkpoint - 1) / 2  # split between the two signals
             c_low, c_high = fit.bounds(conf)
             d_bounds = delay.bounds(conf) if delay is not None else None
-            small = rules.min_overload * self.rate  # requests in flight per s
-            piling = c_low > small and level + c_low * ahead / rate * 1000.0 > bound
-            slower = (
-                d_bounds is not None
-                and d_bounds[0] > rules.min_overload * 1000.0
-                and (level + d_bounds[0] * d_ahead > bound)
-            )
+            # certain growth (at the lower bound) that breaks the queueing bound by the horizon
+            reaches = c_low > 0.0 and level + c_low * ahead / rate * 1000.0 > bound
+            d_reaches = d_bounds is not None and d_bounds[0] > 0.0 and level + d_bounds[0] * d_ahead > bound
+            piling = reaches and c_low > rules.min_overload * self.rate  # requests in flight per s
+            slower = d_reaches and d_bounds[0] > rules.min_overload * 1000.0
+            growing = piling or slower
+            # growth too slow to call a miss that still breaks the bound by the horizon: not flat either
+            self._creeping = (reaches or d_reaches) and not growing
             # flat: growth of the resolution's share of the rate or more is excluded; "not shown growing"
             # alone let a held-out server 2-5% past its ceiling be met within a 50 s step
             wide = rules.max_overload * self.rate
             steady = c_high < wide and (d_bounds is None or d_bounds[1] < rules.max_overload * 1000.0)
-            # growth too slow to call a miss that still breaks the bound by the horizon: not flat either
-            self._creeping = (c_low > 0.0 and level + c_low * ahead / rate * 1000.0 > bound) or (
-                d_bounds is not None and d_bounds[0] > 0.0 and level + d_bounds[0] * d_ahead > bound
-            )
-            growing = piling or slower
             self._backlog_state = "growing" if growing else "flat" if steady and not self._creeping else None
-            self._creeping = self._creeping and not growing
         return out.model_copy(
             update=dict(
                 slope=fit.slope, slope_low=low, slope_high=high,
