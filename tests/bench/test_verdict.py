@@ -31,6 +31,7 @@ from servetune.bench.verdict import OFFERED_MIN, StepJudge, StepRules, replay
 from servetune.testing.simulated import BatchingServer, CoinServer, FifoServer, arrivals
 
 H200 = Path(__file__).parent.parent / "fixtures" / "h200" / "capacity-20s"
+BACKLOG = H200.parent / "backlog"
 SLOS_H200 = parse_slos(["p99_ttft_ms<=2000", "p99_tpot_ms<=25"])
 
 
@@ -438,9 +439,6 @@ def test_the_newey_west_mean_error_widens_for_a_correlated_series_and_is_the_pla
     assert mean_se(iid, 0) == pytest.approx(plain)
     runs = [v for v in iid[:40] for _ in range(10)]
     assert mean_se(runs, 12) > 2.0 * mean_se(runs, 0)
-
-
-BACKLOG = Path(__file__).parent.parent / "fixtures" / "h200" / "backlog"
 
 
 def test_a_step_whose_backlog_creeps_toward_the_bound_keeps_sending_and_a_settling_one_is_met():

@@ -316,8 +316,8 @@ def test_on_a_lent_h100_the_model_fitted_on_the_defaults_reads_the_seed_within_5
     two rounds on one machine, the seed (`max_running_requests 51`, graph 152) certified 20.91 and 21.94 req/s
     and SGLang's defaults 14.29 and 15.72 on the same sequences (1.46x and 1.40x). Fitted on either launch of the
     defaults alone, the model reads the seed it was not shown within 5% of the range its two launches measured
-    (21.23 and 20.12), where on the H200s it read 14-31% low; it reads the defaults themselves high (5-23%), and
-    the study would seed a running limit of 56-70, with a graph wide enough for it."""
+    (21.23 and 20.12), where on the H200s it read 28-31% low on two machines; it reads the defaults themselves
+    high (5-23%), and the study would seed a running limit of 56-70, with a graph wide enough for it."""
     runs = [_search(n) for n in ("defaults-h100-s23", "defaults-h100-s23b", "seed-h100-s23", "seed-h100-s23b")]
     assert all(r["certified"] for r in runs)
     assert all(r["server_limits"] == {"running": 51, "graph": 152} for r in runs[2:])
