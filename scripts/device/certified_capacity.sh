@@ -10,7 +10,8 @@
 #   soak:CONFIG:RATE:SECS[:SEED]   a soak of CONFIG at RATE req/s for SECS seconds
 # or, on one server that several items share (as a user would: `servetune launch`, then `bench --url`):
 #   launch:CONFIG                  `servetune launch` of CONFIG on port 30000, in its own session (stopped by `stop`)
-#   ucap:START:SEED[:SOAK_S]       `bench --url --capacity` from START, then (SOAK_S) one soak at the capacity found;
+#   ucap:START:SEED[:SOAK_S[:TRIES]] `bench --url --capacity` from START, then (SOAK_S) its soaks: at the capacity
+#                                  found and, while one fails, a resolution lower, up to TRIES (default 1) soaks;
 #                                  START `=F`: from the capacity this CONFIG's last ucap found, `--bracket-factor F`
 #                                  (a second round that starts at the edge: 4-5 steps, not 8)
 #   usoak:RATE:SECS[:SEED]         `bench --url --soak-seconds SECS` at RATE; RATE `xF`: F times the last ucap's capacity,
@@ -80,14 +81,14 @@ for item in ${PLAN:?set PLAN}; do
     ucap|usoak)
       [ -n "$LAUNCH" ] || { stamp "skipping $item: no launched server"; continue; }
       served=(--url "$URL" --server-log "$LAUNCH/server.log"); name=$(printf '%02d' $n)-$kind
-      if [ "$kind" = ucap ]; then   # here cfg is START, a SEED, b SOAK_S
+      if [ "$kind" = ucap ]; then   # here cfg is START, a SEED, b SOAK_S, c TRIES
         start=$cfg again=()
         if [ "${start#=}" != "$start" ]; then
           [ -n "${CAPOF[$LCFG]:-}" ] || { stamp "skipping $item: $LCFG has no capacity yet"; continue; }
           again=(--bracket-factor "${start#=}"); start=${CAPOF[$LCFG]}
         fi
         what=(--capacity --start-rate "$start" --seed "${a:-0}" ${CAP_ARGS:-} "${again[@]}")
-        [ -n "${b:-}" ] && what+=(--soak-seconds "$b" --soak-tries 1)
+        [ -n "${b:-}" ] && what+=(--soak-seconds "$b" --soak-tries "${c:-1}")
       else                          # here cfg is RATE (or xF), a SECS, b SEED
         rate=$cfg
         if [ "${rate#x}" != "$rate" ]; then
