@@ -101,7 +101,9 @@ start_sglang() {
   done
 }
 
-left() { echo $(( ${BUDGET_S:-540} - ($(date +%s) - T0) )); }   # seconds left of this call's own budget
+# seconds left of this call's own budget; a detached job's budget can be moved by a later call (detach.sh
+# poll with JOB_END_IN_S), which writes it to $BUDGET_FILE
+left() { echo $(( $(cat "${BUDGET_FILE:-/nonexistent}" 2>/dev/null || echo "${BUDGET_S:-540}") - ($(date +%s) - T0) )); }
 
 on_exit() {
   stop_ours
