@@ -31,8 +31,7 @@ case $mode in
     cp -a "$PWD" "$J/repo"
     # the job's own shell writes its pid, its new session's and process group's id (setsid): the pid of a
     # subshell started here would be in this call's group, which ends with the call
-    date +%s > "$J/t0"
-    ( cd "$J/repo" && OUT=$J/out BUDGET_S=${JOB_BUDGET_S:?} BUDGET_FILE=$J/budget_s exec setsid bash -c 'echo $$ > "$1/pgid"; eval "$2"' \
+    ( cd "$J/repo" && OUT=$J/out BUDGET_S=${JOB_BUDGET_S:?} DEADLINE_FILE=$J/deadline exec setsid bash -c 'echo $$ > "$1/pgid"; eval "$2"' \
         job "$J" "${JOB:?}" > "$J/job.out" 2>&1 < /dev/null & )
     for _ in $(seq 50); do [ -s "$J/pgid" ] && break; sleep 0.1; done
     [ -s "$J/pgid" ] || { echo "the job did not start: $(tail -5 "$J/job.out")"; exit 1; }
@@ -40,9 +39,9 @@ case $mode in
     exec bash "$0" poll ;;
   poll)
     t0=$(date +%s); wait_s=${WAIT_S:-570}
-    if [ -n "${JOB_END_IN_S:-}" ] && [ -f "$J/t0" ]; then   # the job must end within JOB_END_IN_S s from now
-      echo $(( t0 - $(cat "$J/t0") + JOB_END_IN_S )) > "$J/budget_s"
-      echo "job budget now $(cat "$J/budget_s")s from its start (ends in ${JOB_END_IN_S}s)"
+    if [ -n "${JOB_END_IN_S:-}" ]; then   # the job must end within JOB_END_IN_S s from now
+      echo $(( t0 + JOB_END_IN_S )) > "$J/deadline"
+      echo "job now ends in ${JOB_END_IN_S}s"
     fi
     while running && [ $(( $(date +%s) - t0 )) -lt "$wait_s" ]; do
       sleep 30; snap

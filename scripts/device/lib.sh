@@ -101,9 +101,12 @@ start_sglang() {
   done
 }
 
-# seconds left of this call's own budget; a detached job's budget can be moved by a later call (detach.sh
-# poll with JOB_END_IN_S), which writes it to $BUDGET_FILE
-left() { echo $(( $(cat "${BUDGET_FILE:-/nonexistent}" 2>/dev/null || echo "${BUDGET_S:-540}") - ($(date +%s) - T0) )); }
+# seconds left of this call's own budget; a detached job's end can be moved by a later call (detach.sh poll
+# with JOB_END_IN_S), which writes its epoch second to $DEADLINE_FILE
+left() {
+  local end; end=$(cat "${DEADLINE_FILE:-/nonexistent}" 2>/dev/null) || end=$(( T0 + ${BUDGET_S:-540} ))
+  echo $(( end - $(date +%s) ))
+}
 
 on_exit() {
   stop_ours
