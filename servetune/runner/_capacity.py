@@ -316,10 +316,11 @@ def search_server(
     """The warm-up wave, the search and (`search.soak_s`) its soaks (`soak_down`), on a started server.
 
     Returns (capacity, failure, the metrics of the last met step at the capacity); a step that errors
-    or a server that dies ends it with that failure. `capacity.json` is written to `run_dir`. `resume`:
-    the run directory of the same search stopped part-way (on an earlier launch of the same config);
-    the steps it finished are kept as they were measured (`CapacityStep.resumed_from`), and the search
-    goes on from the first it lacks. The warm-up wave runs on this server all the same.
+    or a server that dies ends it with that failure. `capacity.json` is written to `run_dir` when the
+    search ends and again after its soaks. `resume`: the run directory of the same search stopped
+    part-way (on an earlier launch of the same config); the steps it finished are kept as they were
+    measured (`CapacityStep.resumed_from`), and the search goes on from the first it lacks. The warm-up
+    wave runs on this server all the same.
     """
     from servetune.bench.capacity import find_capacity, soak_down
 
@@ -337,6 +338,8 @@ def search_server(
         steps.warm(search.wave)
         capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
         if search.soak_s > 0:
+            # the search's result before its soaks: a soak cut part-way (Ctrl-C, a job's time limit) keeps it
+            _record_capacity(runner, run_dir, capacity, search)
             capacity = soak_down(
                 steps.soaker(search, search.soak_s), capacity, tries=search.soak_tries, min_rate=search.min_rate
             )
@@ -344,9 +347,13 @@ def search_server(
         return None, exc.failure, None
     finally:
         timings.bench_s = time.monotonic() - t
-    runner.record(Path(run_dir), "capacity.json", {**capacity.model_dump(mode="json"), "search": search.record()})
+    _record_capacity(runner, run_dir, capacity, search)
     at = next((s for s in reversed(capacity.steps) if s.met and s.rate == capacity.request_rate), None)
     return capacity, None, metrics_at.get(at.index) if at else None
+
+
+def _record_capacity(runner: BaseRunner, run_dir: Path, capacity: Capacity, search: CapacitySearch) -> None:
+    runner.record(Path(run_dir), "capacity.json", {**capacity.model_dump(mode="json"), "search": search.record()})
 
 
 def measure_capacity(

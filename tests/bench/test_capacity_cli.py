@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from servetune.bench.capacity import step_seed
 
@@ -70,5 +71,50 @@ def test_a_server_you_started_gets_the_same_search_and_a_soak(tmp_path):
         assert soak["state"] == "met" and soak["at_s"] >= 13.5, soak["why"]
         assert (soak_dir / "soak.json").exists() and (soak_dir / "soak.png").exists()
         assert (soak_dir / "soak" / "telemetry.jsonl").read_text().strip()
+    finally:
+        server.stop()
+
+
+def test_a_soak_stopped_after_the_search_keeps_the_searchs_capacity_and_says_how_to_soak_it(tmp_path):
+    """Ctrl-C (or a job's time limit) during the soak that follows a search: exit 130, and the search's
+    result is already in capacity.json (written before the soaks, so a cut soak loses no step); stderr says
+    the search had ended, where its figure is and how to soak that rate alone, not "search anew"."""
+    import signal
+
+    from servetune.launch import LaunchOptions, start_server
+    from tests.tuner.conftest import wait_until
+
+    options = LaunchOptions(
+        sglang_cmd=[sys.executable, "-m", "servetune.testing.standin"], run_dir=tmp_path / "server",
+        wait_gpu_release=False,
+    )  # fmt: skip
+    server = start_server(["--model-path", "m", "--max-running-requests", "4"], {}, {}, options)
+    cap_dir = tmp_path / "cap"
+    argv = [
+        sys.executable, "-m", "servetune", "bench", "--url", server.url, "--workload", "text-chat",
+        "--slo", "p90_ttft_ms<=400", "--step-warmup-seconds", "1", "--backlog-seconds", "3", "--warmup-wave", "4",
+        "--capacity", "--start-rate", "8", "--resolution", "0.5", "--step-seconds", "8", "--soak-seconds", "120",
+        "--run-dir", str(cap_dir),
+    ]  # fmt: skip
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            soaking = wait_until(lambda: proc.poll() is not None or (cap_dir / "soaks").is_dir(), timeout=240)
+            assert soaking and proc.poll() is None, "the search ended without a soak"
+            time.sleep(2.0)
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, stderr
+        recorded = json.loads((cap_dir / "capacity.json").read_text())
+        assert recorded["request_rate"] is not None and recorded["steps"] and not recorded.get("soaks")
+        line = next(ln for ln in stderr.splitlines() if ln.startswith("interrupted by SIGINT"))
+        assert f"the search had ended at {recorded['request_rate']:.4g} req/s" in line, line
+        assert str(cap_dir / "capacity.json") in line and f"--request-rate {recorded['request_rate']:.4g}" in line
+        assert "search anew" not in line
+        interrupted = json.loads((cap_dir / "result.json").read_text())["interrupted"]
+        assert interrupted["stage"] == "soak" and interrupted["exit_code"] == 130
     finally:
         server.stop()

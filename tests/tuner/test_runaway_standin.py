@@ -107,7 +107,9 @@ def test_a_capacity_study_beats_the_baseline_and_cuts_the_slow_config(tune_env, 
     base = data["baseline"]
     assert base["params"] == {"max_running_requests": 2, "mm_attention_backend": "fa3"}
     wide = by_params[(8, "fa3")]
-    assert wide["state"] == "COMPLETE" and wide["values"][0] > 1.5 * base["values"][0]
+    steps = [(s["rate"], s["state"], s["why"]) for s in (wide.get("capacity") or {}).get("steps", [])]
+    assert wide["state"] == "COMPLETE", (wide.get("note"), steps)
+    assert wide["values"][0] > 1.5 * base["values"][0], (wide["values"], base["values"], steps)
     slow = next(t for k, t in by_params.items() if k[1] == "sdpa")
     assert slow["state"] == "PRUNED" and slow["note"].startswith("below_floor")
     (step,) = slow["capacity"]["steps"]
