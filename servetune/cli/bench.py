@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -268,20 +267,19 @@ def _capacity(
 
         check_launch(LaunchOptions(sglang_cmd=run.sglang_cmd))  # a launch that cannot start makes no run directory
     run_dir = Path(run.run_dir or default_run_dir("soak" if rate else "capacity"))
-    started = time.time()
     try:
         cap, soak, result, extra = _capacity_measure(run, opts, url, model, search, rate, server_log, run_dir, on_step)
     except KeyboardInterrupt as exc:
         from servetune.cli._interrupt import report_interrupt
 
-        searched = None if rate else _searched(run_dir, since=started)
+        searched = getattr(exc, "searched", None)  # the search had ended; its soaks were stopped
         what = "soak" if rate or searched else "capacity search"
         if url is not None:
             _record_interrupted(exc, run_dir, what)
         server = f"the server at {url} keeps running" if url else "the server was stopped"
-        if searched:
-            found, certified = searched
-            label = "" if certified else ", not certified"
+        if searched is not None and searched.request_rate is not None:
+            found = searched.request_rate
+            label = "" if searched.certified else ", not certified"
             done = f"the search had ended at {found:.4g} req/s{label}: {run_dir}/capacity.json"
             again = f"to soak that rate alone: servetune bench ... --request-rate {found:.4g} --soak-seconds N"
         else:
@@ -395,20 +393,6 @@ def _managed(run: _Run, opts: ResolveOptions, reference_rate: float | None) -> N
         return
     print_metrics(result.metrics, False)
     typer.echo(_server_line(result.timings, result.run_dir))
-
-
-def _searched(run_dir: Path, *, since: float) -> tuple[float, bool] | None:
-    """(capacity, certified) from `capacity.json` written since `since` (epoch s), where this search had
-    ended before it was stopped (in its soaks); None where there is none."""
-    path = Path(run_dir) / "capacity.json"
-    try:
-        if path.stat().st_mtime < since:
-            return None  # an earlier run's, in a run directory used again
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    rate = data.get("request_rate")
-    return (float(rate), bool(data.get("certified"))) if rate is not None else None
 
 
 def _record_interrupted(exc: BaseException, run_dir: Path | None, stage: str) -> None:

@@ -317,7 +317,8 @@ def search_server(
 
     Returns (capacity, failure, the metrics of the last met step at the capacity); a step that errors
     or a server that dies ends it with that failure. `capacity.json` is written to `run_dir` when the
-    search ends and again after its soaks. `resume`: the run directory of the same search stopped
+    search ends and again after its soaks; an interrupt in the soaks carries the search's `Capacity` as
+    its `searched`. `resume`: the run directory of the same search stopped
     part-way (on an earlier launch of the same config); the steps it finished are kept as they were
     measured (`CapacityStep.resumed_from`), and the search goes on from the first it lacks. The warm-up
     wave runs on this server all the same.
@@ -338,11 +339,16 @@ def search_server(
         steps.warm(search.wave)
         capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
         if search.soak_s > 0:
-            # the search's result before its soaks: a soak cut part-way (Ctrl-C, a job's time limit) keeps it
+            # the search's result before its soaks: a soak cut part-way (Ctrl-C, a job's time limit) keeps it,
+            # on disk and on the interrupt (`searched`, for the CLI's line)
             _record_capacity(runner, run_dir, capacity, search)
-            capacity = soak_down(
-                steps.soaker(search, search.soak_s), capacity, tries=search.soak_tries, min_rate=search.min_rate
-            )
+            try:
+                capacity = soak_down(
+                    steps.soaker(search, search.soak_s), capacity, tries=search.soak_tries, min_rate=search.min_rate
+                )
+            except KeyboardInterrupt as exc:
+                exc.searched = capacity  # type: ignore[attr-defined]
+                raise
     except _StepFailed as exc:
         return None, exc.failure, None
     finally:
