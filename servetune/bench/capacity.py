@@ -521,7 +521,9 @@ def soak_down(run_soak: RunSoak, capacity: Capacity, *, tries: int, min_rate: fl
         tried = ", ".join(f"{s.rate:.4g}" for s in soaks)
         more = f"no soak held (not met at {tried} req/s): the sustained capacity is below {soaks[-1].rate:.4g}"
     elif len(soaks) > 1:
-        more = f"the certified capacity did not hold for {soaks[0].seconds:g} s; {held:.4g} req/s did"
+        first = soaks[0]  # missed (broke the SLO) or undecided (not certain within its span): a user acts differently
+        more = (f"the certified capacity did not hold for {first.seconds:g} s ({first.state} at {first.at_s:.0f} s); "
+                f"{held:.4g} req/s did")  # fmt: skip
     else:
         more = ""
     note = "; ".join(x for x in (capacity.note, more) if x)
