@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from servetune.bench.engineclock import EngineClock
 from servetune.bench.schema import Metrics
 from servetune.bench.servermodel import StepProfile
 from servetune.bench.slo import LatencySlo
@@ -264,6 +265,9 @@ class Capacity(BaseModel):
     then one resolution lower after each one not met, until one is met or the tries run out."""
     sustained: float | None = None
     """The highest rate a soak held for its whole span (req/s); None when no soak ran or none held."""
+    engine: EngineClock | None = None
+    """A decode step's and a prefill's cost on this machine by SGLang's own clock, over the search's steps
+    (`engineclock`); None where its scheduler lines were not read or do not time 40 decode steps."""
 
     @property
     def bracket(self) -> tuple[float | None, float | None]:

@@ -85,6 +85,20 @@ def sustained_line(cap: Capacity) -> str | None:
     )
 
 
+def engine_line(cap: Capacity) -> str | None:
+    """`engine  SGLang's clock over 595 intervals: decode step 5.34 ms ..., a prefilled request 49.7 ms ...`:
+    what this machine's decode and prefill cost during the search (`Capacity.engine`), else None."""
+    e = cap.engine
+    if e is None:
+        return None
+    return (
+        f"engine       SGLang's clock over {e.intervals} intervals (R² {e.r2:.2f}): "
+        f"decode step {e.decode_step_ms:.2f} ms ({e.per_running_ms:+.3f} per running request), "
+        f"a prefilled request {e.prefill_ms_per_request:.1f} ms at {e.requests_per_batch:.2f} a batch: "
+        "compare machines by these"
+    )
+
+
 def cost_line(cap: Capacity, timings: Any = None) -> str:
     """`cost  start-up 61 s, warm-up wave 4 s, search 289 s (10 steps), soaks 431 s (2): 785 s in all`:
     where a capacity's time went (`timings`: the managed run's `RunTimings`, else None: no launch)."""
@@ -142,6 +156,9 @@ def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | s
     sustained = sustained_line(cap)
     if sustained is not None:
         console.print(sustained, highlight=False)
+    engine = engine_line(cap)
+    if engine is not None:
+        console.print(engine, highlight=False)
     console.print(cost_line(cap, timings), highlight=False)
     for plot in plots:
         console.print(f"plot         {plot}", highlight=False)

@@ -338,6 +338,7 @@ def search_server(
     try:
         steps.warm(search.wave)
         capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
+        capacity = _with_engine_clock(capacity)
         if search.soak_s > 0:
             # the search's result before its soaks: a soak cut part-way (Ctrl-C, a job's time limit) keeps it,
             # on disk and on the interrupt (`searched`, for the CLI's line)
@@ -356,6 +357,16 @@ def search_server(
     _record_capacity(runner, run_dir, capacity, search)
     at = next((s for s in reversed(capacity.steps) if s.met and s.rate == capacity.request_rate), None)
     return capacity, None, metrics_at.get(at.index) if at else None
+
+
+def _with_engine_clock(capacity: Capacity) -> Capacity:
+    """`capacity` with what SGLang's own clock says a decode step and a prefill cost over its steps
+    (`engineclock.engine_clock`, from each step's `telemetry.jsonl`; None where the log was unreadable)."""
+    from servetune.bench.engineclock import engine_clock
+    from servetune.launch import read_telemetry
+
+    tele = [read_telemetry(Path(s.run_dir) / "telemetry.jsonl") for s in capacity.steps if s.run_dir]
+    return capacity.model_copy(update={"engine": engine_clock(tele)})
 
 
 def _record_capacity(runner: BaseRunner, run_dir: Path, capacity: Capacity, search: CapacitySearch) -> None:

@@ -27,6 +27,9 @@ def test_managed_capacity_prints_the_search_and_the_servers_start_up(tmp_path):
     assert recorded["request_rate"] is not None and recorded["steps"]
     # --seed: the search's sequences, step k drawing step_seed(7, k) (a repeat with another seed draws new ones)
     assert recorded["seed"] == 7
+    # the stand-in logs its decode lines by time, not every 40 decode steps like SGLang: its millisecond stamps
+    # say so, and no engine figures are made up (tests/bench/test_engineclock.py)
+    assert recorded["engine"] is None and "\nengine " not in out.stdout
     assert [s["seed"] for s in recorded["steps"]] == [step_seed(7, s["index"]) for s in recorded["steps"]]
     result = json.loads((run_dir / "result.json").read_text())
     phases = result["timings"]["startup_phases"]
