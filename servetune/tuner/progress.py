@@ -155,6 +155,14 @@ def model_lines(record: dict[str, Any]) -> list[str]:
         f"KV usage up to {usage}; predicts the baseline at {record.get('baseline_predicted')} req/s "
         f"(measured {record.get('baseline_measured'):.4g})"
     ]
+    clock = record.get("engine")
+    if clock:
+        lines.append(
+            f"  SGLang's own clock on trial {record.get('fitted_on')}: decode step {clock['decode_step_ms']:.2f} ms "
+            f"{clock['per_running_ms']:+.3f} ms per running request, a prefilled request "
+            f"{clock['prefill_ms_per_request']:.1f} ms at {clock['requests_per_batch']:.2f} a batch "
+            f"({clock['intervals']} intervals, R2 {clock['r2']:.2f})"
+        )
     for e in record.get("evidence") or []:
         lines.append(f"  {e['field']}: {e['action']}" + (f" to {e['to']:g}" if "to" in e else "") + f" ({e['why']})")
     probe, refit, seed = record.get("probe"), record.get("refit"), record.get("seed")

@@ -83,7 +83,8 @@ def _setup(study, resolution: float = 0.05):
 def _trial(search: dict, source: str, params: dict):
     return create_trial(
         state=TrialState.COMPLETE, values=[search["capacity"]],
-        user_attrs={"source": source, "capacity": {"steps": search["steps"]}, "server_limits": search["server_limits"],
+        user_attrs={"source": source, "capacity": {"steps": search["steps"], "engine": search.get("engine")},
+                    "server_limits": search["server_limits"],
                     "params": params, "effective_params": params},
     )  # fmt: skip
 
@@ -364,9 +365,10 @@ def test_on_a_fourth_lent_h100_the_defaults_alone_read_the_seed_a_quarter_low_an
     defaults 12.36 on the same sequences (1.36x). Fitted on the defaults alone the model reads the defaults
     within 5% but the seed it was not shown 26% low (12.54): the defaults' TPOT misses at 12.6-13.2 req/s fit a
     decode step that grows 0.11 ms per running request (SGLang's own clock reads no growth, and with none the
-    model still reads 13.0), and the study would seed a limit of 40. This is the study's case for measuring
-    before trusting: pooled with the seed's one search, the model reads the seed within 5% and no limit it
-    would try next more than 10% above it."""
+    model still reads 13.0), and the study would seed a limit of 40; `tune report` prints SGLang's clock over the
+    same search beside the fit (-0.011 ms per running request against +0.110). This is the study's case for
+    measuring before trusting: pooled with the seed's one search, the model reads the seed within 5% and no
+    limit it would try next more than 10% above it."""
     base, seed = _search("defaults-h100-s26"), _search("seed-h100-s26")
     assert base["certified"] and seed["certified"]
     assert seed["server_limits"] == {"running": 51, "graph": 152}
@@ -376,8 +378,14 @@ def test_on_a_fourth_lent_h100_the_defaults_alone_read_the_seed_a_quarter_low_an
     assert alone.per_running_ms > 0.05
     study = optuna.create_study(directions=["maximize"])
     study.add_trial(_trial(base, "defaults", {}))
-    seeded = _model.update(_setup(study), study.get_trials(deepcopy=False))["seed"]
+    record = _model.update(_setup(study), study.get_trials(deepcopy=False))
+    seeded = record["seed"]
     assert 36 <= seeded["values"]["max_running_requests"] <= 48
+    # the report puts SGLang's own clock over the same search beside the fit: a decode step that does not grow
+    assert record["engine"] == base["engine"] and abs(base["engine"]["per_running_ms"]) < 0.03
+    lines = model_lines(record)
+    assert lines[0].startswith("server model (trial 0,") and "+ 0.110 ms per running request" in lines[0]
+    assert lines[1].startswith("  SGLang's own clock on trial 0: decode step 4.94 ms -0.011 ms per running request")
     assert seeded["values"]["cuda_graph_max_bs_decode"] >= seeded["values"]["max_running_requests"]
     pooled = ServerModel.fit(_profiles(base), running_limit=4096, graph_bs=256,
                              pooled=[Search(_profiles(seed), 51, 152)])  # fmt: skip
