@@ -1,11 +1,11 @@
-"""`benchmarks/decode_intervals.py`: the decode step's and a prefill batch's costs, read back from the intervals
-between SGLang's decode lines (their `gen throughput` times each interval). Synthetic lines in SGLang 0.5.17's
-shape, written by `launch._telemetry.write_telemetry` from a scheduler whose costs are known, are read back by
-the benchmark, as a file and as a script; stamped to the millisecond, their stamps agree with it."""
+"""`benchmarks/decode_intervals.py` and the fit it prints (`servetune.bench.engineclock`, which `bench --capacity`
+reports as `engine`): the decode step's and a prefill batch's costs, read back from the intervals between
+SGLang's decode lines (their `gen throughput` times each interval). Synthetic lines in SGLang 0.5.17's shape,
+written by `launch._telemetry.write_telemetry` from a scheduler whose costs are known, are read back by the fit
+and by the script; stamped to the millisecond, their stamps agree with it."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import subprocess
 import sys
@@ -13,19 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from servetune.bench.engineclock import engine_clock, intervals, stamped_ratios
 from servetune.launch._telemetry import write_telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "decode_intervals.py"
 COSTS = (0.0035, 0.00002, 0.034, 0.029)
 """a, b (s per running request), p0 (s per prefill batch), p1 (s per prefilled request): near the H200's."""
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("decode_intervals", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _step(seed: int, queued: bool) -> list[dict]:
@@ -53,19 +47,17 @@ def _step(seed: int, queued: bool) -> list[dict]:
 
 @pytest.mark.parametrize("queued", [False, True])
 def test_the_fit_reads_back_the_costs_that_timed_the_intervals(queued):
-    bench = _benchmark()
-    rows = [row for seed in range(3) for row in bench.intervals([{**x, "t": 1.0} for x in _step(seed, queued)])]
-    assert len(rows) == 180
-    coef, r2 = bench.fit(rows)
-    assert coef == pytest.approx(list(COSTS), rel=1e-6, abs=1e-9) and r2 > 0.999
+    clock = engine_clock([[{**x, "t": 1.0} for x in _step(seed, queued)] for seed in range(3)])
+    assert clock is not None and clock.intervals == 180
+    read = [clock.decode_step_ms, clock.per_running_ms, clock.prefill_batch_ms, clock.prefill_request_ms]
+    assert read == pytest.approx([c * 1e3 for c in COSTS], rel=1e-6, abs=1e-6) and clock.r2 > 0.999
 
 
 def test_lines_before_the_steps_start_are_not_read():
-    bench = _benchmark()
     lines = _step(0, False)
     timed = [{**x, "t": -1.0 if i < 10 else 1.0} for i, x in enumerate(lines)]
-    whole = bench.intervals([{**x, "t": 1.0} for x in lines])
-    assert 0 < len(bench.intervals(timed)) < len(whole)
+    whole = intervals([{**x, "t": 1.0} for x in lines])
+    assert 0 < len(intervals(timed)) < len(whole)
 
 
 def test_the_script_prints_one_row_per_run(tmp_path):
@@ -90,7 +82,6 @@ def test_the_script_prints_one_row_per_run(tmp_path):
 
 def test_whole_second_stamps_give_no_stamped_check():
     """Stamped to the second (SGLang without `SGLANG_LOG_MS`), an interval's length is not on its stamps."""
-    bench = _benchmark()
     lines = [{**x, "t": 1.0} for x in _step(2, False)]
-    assert bench.stamped_ratios(lines) == pytest.approx([1.0] * 60)
-    assert bench.stamped_ratios([{**x, "ts": float(int(x["ts"]))} for x in lines]) == []
+    assert stamped_ratios(lines) == pytest.approx([1.0] * 60)
+    assert stamped_ratios([{**x, "ts": float(int(x["ts"]))} for x in lines]) == []
