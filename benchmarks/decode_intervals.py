@@ -1,6 +1,6 @@
 """What a decode step and a prefill batch cost, timed by SGLang itself (prints figures; not a test).
 
-    python benchmarks/decode_intervals.py RUN [RUN ...]
+    python benchmarks/decode_intervals.py RUN [RUN ...] [--budget]
 
 RUN: a capacity search's directory (`steps/*/telemetry.jsonl`, as `bench --capacity` writes it; the H200 ones
 are in docs/h200-evidence.tar.xz, e.g. `/tmp/h200/certified-s22/certified/02-ucap`).
@@ -19,6 +19,10 @@ cost per request at that batch size, the intervals' sum against the wall clock b
 decode line (their stamps) as a check that 40 B / G times the intervals (session 22's search read 2-8% over),
 and, where the log was stamped to the millisecond (`SGLANG_LOG_MS`, which `servetune launch` sets), the median
 of each interval's 40 B / G over its stamped length ("-" with whole-second stamps).
+
+`--budget`: then, per step, where each second went by the run's fit: decode steps a second (40 per interval),
+the mean running batch B, decode time (steps x (a + b B)) and prefill time (p0 x batches + p1 x requests) in ms
+per second, prefill's share, and their sum in seconds per second (near 1 where the fit holds).
 """
 
 from __future__ import annotations
@@ -28,22 +32,25 @@ import json
 import sys
 from pathlib import Path
 
-from servetune.bench.engineclock import engine_clock, intervals
+from servetune.bench.engineclock import DECODE_LOG_INTERVAL, engine_clock, intervals
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--budget", action="store_true", help="per step: where each second went, by the run's fit")
     args = parser.parse_args()
+    budgets = []
     print("run | intervals | a ms | b ms/request | p0 ms/batch | p1 ms/request | R^2 | requests/batch |"
           " prefill ms/request | sum / wall s | timed / stamped")  # fmt: skip
     for run in args.runs:
-        steps, total, wall = [], 0.0, 0.0
+        steps, names, total, wall = [], [], 0.0, 0.0
         for step in sorted((run / "steps").glob("*/telemetry.jsonl")):
             if step.parent.name.startswith("00"):  # the warm-up wave
                 continue
             lines = [json.loads(text) for text in step.read_text().splitlines() if text.strip()]
             steps.append(lines)
+            names.append(step.parent.name)
             found = intervals(lines)
             stamps = [line["ts"] for line in lines if line.get("kind") == "decode" and line.get("t", -1.0) >= 0.0]
             if found and len(stamps) > 1:
@@ -54,10 +61,24 @@ def main() -> int:
             found = sum(len(intervals(s)) for s in steps)
             print(f"{run} | {found} | no fit (too few intervals, or not 40 steps apart)")
             continue
+        budgets += [(run, name, lines, e) for name, lines in zip(names, steps)]
         timed = f"{e.timed_ratio:.3f}" if e.timed_ratio is not None else "-"
         print(f"{run} | {e.intervals} | {e.decode_step_ms:.2f} | {e.per_running_ms:.4f} | {e.prefill_batch_ms:.1f}"
               f" | {e.prefill_request_ms:.1f} | {e.r2:.3f} | {e.requests_per_batch:.2f}"
               f" | {e.prefill_ms_per_request:.1f} | {total:.0f} / {wall:.0f} | {timed}")  # fmt: skip
+    if args.budget:
+        print("\nrun | step | decode steps/s | mean B | decode ms/s | prefill ms/s | prefill share | s per s")
+        for run, name, lines, e in budgets:
+            rows = intervals(lines)
+            seconds = sum(r[0] for r in rows)
+            running = [x["running_req"] for x in lines if x.get("kind") == "decode" and x.get("t", -1.0) >= 0.0]
+            if not rows or seconds <= 0 or not running:
+                continue
+            steps_s, batch = DECODE_LOG_INTERVAL * len(rows) / seconds, sum(running) / len(running)
+            decode = steps_s * (e.decode_step_ms + e.per_running_ms * batch)
+            prefill = sum(r[2] * e.prefill_batch_ms + r[3] * e.prefill_request_ms for r in rows) / seconds
+            print(f"{run} | {name} | {steps_s:.1f} | {batch:.0f} | {decode:.0f} | {prefill:.0f}"
+                  f" | {prefill / (decode + prefill):.2f} | {(decode + prefill) / 1000:.2f}")  # fmt: skip
     return 0
 
 

@@ -85,3 +85,24 @@ def test_whole_second_stamps_give_no_stamped_check():
     lines = [{**x, "t": 1.0} for x in _step(2, False)]
     assert stamped_ratios(lines) == pytest.approx([1.0] * 60)
     assert stamped_ratios([{**x, "ts": float(int(x["ts"]))} for x in lines]) == []
+
+
+def test_the_budget_accounts_for_every_second_where_the_fit_is_exact(tmp_path):
+    """`--budget`: per step, decode and prefill time by the run's fit; with the lines written from known costs
+    the two add up to the intervals' own length (1.00 s per s), and the step whose prefill batches hold 2-4
+    requests (not 1-2) spends the larger share of each second in prefill."""
+    for name, queued in (("unbounded", False), ("limited", True)):
+        step = tmp_path / name / "steps" / "01-12"
+        step.mkdir(parents=True)
+        write_telemetry(step / "telemetry.jsonl", _step(1, queued), t0=999.0)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--budget", str(tmp_path / "unbounded"), str(tmp_path / "limited")],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout.split("\n\n", 1)[1].splitlines()
+    assert table[0].startswith("run | step | decode steps/s")
+    rows = [line.split(" | ") for line in table[1:]]
+    assert [(Path(r[0]).name, r[1]) for r in rows] == [("unbounded", "01-12"), ("limited", "01-12")]
+    assert all(r[7] == "1.00" for r in rows)
+    assert float(rows[1][6]) > float(rows[0][6])
