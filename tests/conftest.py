@@ -47,6 +47,18 @@ def builtin_rules(catalogs):
     return load_rules(catalogs=catalogs)
 
 
+def load_script(relative: str):
+    """The module of a script in the repository (`scripts/gen_docs.py`, `benchmarks/replay_verdicts.py`): scripts
+    are not packages, so tests load them from their file."""
+    import importlib.util
+
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_cli(
     *args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess:

@@ -156,6 +156,9 @@ class SloCheck(BaseModel):
     """How many judged samples the test counted as one: the design effect of the over-bound count
     over arrival spans of `StepRules.cluster_s` (`stats.cluster_effect`; 1 with nothing over). The
     decision is on `judged` and `over` divided by it."""
+    spans: int = 0
+    """Arrival spans of `StepRules.cluster_s` the judged samples lie in (0 without spans). With one, the
+    cluster effect cannot be estimated and reads 1: a burst there counts each over (the module docstring)."""
     design_effect: float | None = None
     """At the step's decision: how alike neighbouring requests' latencies were (`stats.design_effect`
     of their log latencies in arrival order; None for ITL, whose samples are gaps, and while open).
@@ -439,6 +442,7 @@ class StepJudge:
         return SloCheck(
             slo=str(slo), judged=n, over=over, value_ms=value, bound_ms=slo.bound_ms,
             decision=decision, cluster_effect=round(effect, 2),
+            spans=sum(1 for c, _ in prefix.clusters.values() if c > 0),
             needed=self._needed_by_end(test, prefix.clusters.values(), over, effect, clean_span),
             reachable=int(n + per_request * (len(judged) - prefix.cursor + remaining)),
         )  # fmt: skip

@@ -335,12 +335,15 @@ def test_a_soak_needs_the_judged_count_of_one_look_and_is_met_at_its_end():
 def test_the_h200_step_the_tuned_config_held_for_8_s_is_missed():
     """Trial 3 of the H200 capacity study (`cuda_graph_max_bs_decode 64`) at 14.27 req/s, its 20 s
     step of session 7 (stopped by the old search after 90 completions): requests sent from 6 s on
-    decoded at 21-36 ms per token; past the warm-up span the verdict is missed on p99 TPOT."""
+    decoded at 21-36 ms per token; past the warm-up span the verdict is missed on p99 TPOT, decided while
+    its judged requests all lay in the first 5 s span after the warm-up (`spans` 1: the cluster effect reads
+    1 there, docs/capacity.md "Bursts count once")."""
     records = load_requests(H200 / "bs64-14.27-requests.jsonl")
     verdict, _ = replay(records, StepJudge(SLOS_H200, StepRules(), rate=14.27, max_s=120.0))
     assert verdict.state == "missed"
     tpot = next(c for c in verdict.slos if "tpot" in c.slo)
     assert tpot.decision == "missed" and tpot.over >= 3
+    assert tpot.spans == 1 and tpot.cluster_effect == 1.0
 
 
 def test_the_h200_step_the_defaults_held_at_10_09_stays_met():
@@ -369,10 +372,12 @@ def test_the_h200_step_that_certified_16_15_counts_its_burst_of_failures_once():
     judge = StepJudge(SLOS_H200, StepRules(cluster_s=0.0), rate=16.148, max_s=120.0)
     per_request, _ = replay(records, judge, until=85.8)
     assert per_request.state == "met" and all(c.over == 4 for c in per_request.slos)
+    assert all(c.spans == 0 for c in per_request.slos)  # no spans kept
     clustered, _ = replay(records, StepJudge(SLOS_H200, StepRules(), rate=16.148, max_s=120.0), until=85.8)
     assert clustered.state == "undecided" and clustered.at_s < 30.0, clustered.why
     ttft = next(c for c in clustered.slos if "ttft" in c.slo)
     assert ttft.over == 4 and ttft.cluster_effect > 3.0 and ttft.needed > ttft.reachable
+    assert ttft.spans == 3  # arrivals at 5-10, 10-15 and 15-18 s (the burst 17 s in)
 
 
 def test_a_recorded_step_replays_its_cancelled_requests_as_still_in_flight(tmp_path):

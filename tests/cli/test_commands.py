@@ -169,14 +169,9 @@ def test_schema_command(capsys, what):
 
 def test_generated_docs_are_current():
     """docs/rules.md, docs/presets.md and docs/schema/*.json match the data (python scripts/gen_docs.py)."""
-    import importlib.util
-    from pathlib import Path
+    from tests.conftest import load_script
 
-    spec = importlib.util.spec_from_file_location(
-        "gen_docs", Path(__file__).resolve().parents[2] / "scripts" / "gen_docs.py"
-    )
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load_script("scripts/gen_docs.py")
     stale = [str(p) for p, text in gen.outputs().items() if not p.exists() or p.read_text() != text]
     assert not stale, f"run python scripts/gen_docs.py: {stale}"
 

@@ -4,18 +4,13 @@ it after an intended change to rules or resolution)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "golden_resolve.py"
+from tests.conftest import load_script
 
 
 def _golden_module():
-    spec = importlib.util.spec_from_file_location("golden_resolve", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/golden_resolve.py")
 
 
 def test_every_recorded_case_resolves_to_the_recorded_launch_and_provenance():

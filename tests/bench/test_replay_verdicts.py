@@ -1,0 +1,56 @@
+"""`benchmarks/replay_verdicts.py`: recorded steps judged again by today's rules, on two steps recorded on a lent
+H100 in session 27 (tests/fixtures/h200/steps-h100-s27/, docs/h200-results.md section 28): SGLang's defaults'
+300 s soak at 1.15x their certified capacity (17.77 req/s), missed on p99 TPOT at 10 s, and their search's step at
+18.75 req/s, missed at 8.9 s. Both misses are decided while the judged requests lie in one 5 s span, where the
+cluster effect cannot be estimated (docs/capacity.md, "Bursts count once")."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from servetune.bench.verdict import StepRules
+from tests.conftest import load_script
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "replay_verdicts.py"
+STEPS = ROOT / "tests" / "fixtures" / "h200" / "steps-h100-s27"
+
+
+def _script():
+    return load_script("benchmarks/replay_verdicts.py")
+
+
+def test_the_soak_at_1_15x_the_defaults_capacity_is_missed_again_at_its_moment_within_one_span():
+    """Replayed up to its recorded moment, the soak is missed again: 6 of 28 judged TPOTs over 25 ms, all
+    sent within one span, so the cluster effect reads 1 and each over counts; the TTFTs (91 judged) hold."""
+    recorded, today = _script().rejudge(STEPS / "usoak-17.77")
+    assert recorded["state"] == "missed" and recorded["why"] == "p99_tpot_ms<=25 (6 of 28 over)"
+    assert today.state == "missed" and abs(today.at_s - recorded["at_s"]) < 0.5
+    tpot = next(c for c in today.slos if "tpot" in c.slo)
+    assert (tpot.judged, tpot.over, tpot.spans, tpot.cluster_effect) == (28, 6, 1, 1.0)
+    assert all(c.over == 0 for c in today.slos if "ttft" in c.slo)
+    # without spans (`--cluster-seconds 0`) the same count decides the same, and no span is kept
+    _, plain = _script().rejudge(STEPS / "usoak-17.77", StepRules(cluster_s=0.0))
+    assert plain.state == "missed" and all(c.spans == 0 for c in plain.slos)
+
+
+def test_the_script_tabulates_recorded_against_todays_verdicts_and_the_spans_of_each_miss(tmp_path):
+    """Run on a folder of recorded steps, the script prints each recorded state against today's and the misses
+    by the spans they were decided in; a step without records is counted apart, not judged."""
+    root = tmp_path / "runs"
+    shutil.copytree(STEPS, root)
+    bare = root / "02-ucap" / "steps" / "04-16.65"
+    bare.mkdir()
+    shutil.copy(STEPS / "02-ucap" / "steps" / "03-18.75" / "verdict.json", bare / "verdict.json")
+    out = subprocess.run([sys.executable, str(SCRIPT), str(root), "--rows"], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout  # fmt: skip
+    assert "missed | missed | 2" in out
+    assert "1 span: 2" in out
+    assert "(1 without records, SLOs or a rate)" in out
+    assert "usoak-17.77 | missed at 10.1 s | today missed | p99_tpot_ms<=25 (6 of 28 over)" in out
+    met_only = subprocess.run([sys.executable, str(SCRIPT), str(root), "--state", "met"], capture_output=True,
+                              text=True, check=True, cwd=ROOT).stdout  # fmt: skip
+    assert met_only.splitlines()[1:] == ["(0 without records, SLOs or a rate)"]  # no met step recorded there
