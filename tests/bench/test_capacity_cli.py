@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 from servetune.bench.capacity import step_seed
 
@@ -82,10 +81,9 @@ def test_a_soak_stopped_after_the_search_keeps_the_searchs_capacity_and_says_how
     """Ctrl-C (or a job's time limit) during the soak that follows a search: exit 130, and the search's
     result is already in capacity.json (written before the soaks, so a cut soak loses no step); stderr says
     the search had ended, where its figure is and how to soak that rate alone, not "search anew"."""
-    import signal
 
     from servetune.launch import LaunchOptions, start_server
-    from tests.tuner.conftest import wait_until
+    from tests.tuner.conftest import interrupt_when
 
     options = LaunchOptions(
         sglang_cmd=[sys.executable, "-m", "servetune.testing.standin"], run_dir=tmp_path / "server",
@@ -101,16 +99,7 @@ def test_a_soak_stopped_after_the_search_keeps_the_searchs_capacity_and_says_how
     ]  # fmt: skip
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            soaking = wait_until(lambda: proc.poll() is not None or (cap_dir / "soaks").is_dir(), timeout=240)
-            assert soaking and proc.poll() is None, "the search ended without a soak"
-            time.sleep(2.0)
-            proc.send_signal(signal.SIGINT)
-            _, stderr = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 130, stderr
+        stderr = interrupt_when(proc, lambda: (cap_dir / "soaks").is_dir(), 240, settle=2.0)  # 2 s into the soak
         recorded = json.loads((cap_dir / "capacity.json").read_text())
         assert recorded["request_rate"] is not None and recorded["steps"] and not recorded.get("soaks")
         line = next(ln for ln in stderr.splitlines() if ln.startswith("interrupted by SIGINT"))

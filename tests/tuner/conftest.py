@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -128,3 +129,20 @@ def wait_until(predicate, timeout: float, poll: float = 0.2) -> bool:
             return True
         time.sleep(poll)
     return False
+
+
+def interrupt_when(proc: subprocess.Popen, ready, timeout: float, *, poll: float = 0.2, settle: float = 0.0) -> str:
+    """SIGINT to `proc` (a command started with its stderr piped, as a user's Ctrl-C reaches it) once `ready()`
+    holds, `settle` seconds after; its stderr once it has exited with 130, as a user interrupts it. Fails if it
+    exits first or `ready()` stays false for `timeout` s; killed if it outlives the signal by 60 s."""
+    try:
+        ok = wait_until(lambda: proc.poll() is not None or ready(), timeout, poll)
+        assert ok and proc.poll() is None, proc.stderr.read() if proc.poll() is not None else "timed out"
+        time.sleep(settle)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    return err

@@ -7,7 +7,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.tuner.conftest import load_trials, run_tune, tune_argv
+from tests.tuner.conftest import interrupt_when, load_trials, run_tune, tune_argv
 from tests.tuner.conftest import wait_until as _wait
 
 
@@ -129,14 +129,7 @@ def test_ctrl_c_stops_the_server_marks_the_trial_interrupted_and_resume_retries_
                 return True
         return False
 
-    try:
-        assert _wait(one_done_one_starting, 120), proc.stderr.read() if proc.poll() is not None else "timed out"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    err = interrupt_when(proc, one_done_one_starting, 120)
     assert "interrupted by SIGINT: tune stopped" in err and "resume with the same command" in err
     assert f"servetune tune report --storage {storage}" in err and "--json" in err
     assert _wait(lambda: not _alive(running_pid[0]), 10), "the interrupted trial's server is still running"

@@ -9,7 +9,7 @@ import sys
 import yaml
 
 from servetune.testing.standin import expected_throughput
-from tests.tuner.conftest import GPU, MODEL, STANDIN, load_trials, run_tune, wait_until
+from tests.tuner.conftest import GPU, MODEL, STANDIN, interrupt_when, load_trials, run_tune
 
 SLOW_LOAD = """\
 name: slow-test
@@ -125,7 +125,6 @@ def test_a_capacity_trial_stopped_part_way_keeps_its_finished_steps_when_the_stu
     command resumes; the baseline's launch (found by its config's hash) keeps those two steps as measured,
     marked with the stopped launch's directory, runs on from there and reports them kept."""
     import json
-    import signal
     import subprocess
     from pathlib import Path
 
@@ -138,16 +137,7 @@ def test_a_capacity_trial_stopped_part_way_keeps_its_finished_steps_when_the_stu
     env = dict(tune_env, SERVETUNE_STANDIN_TIME_SCALE="0.25")
     first = tmp_path / "run" / "trial-0000" / "steps"
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        two_done = wait_until(lambda: proc.poll() is not None or len(list(first.glob("0[1-9]-*/verdict.json"))) >= 2,
-                              120, poll=0.1)  # fmt: skip
-        assert two_done and proc.poll() is None, proc.stderr.read() if proc.poll() is not None else "timed out"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    interrupt_when(proc, lambda: len(list(first.glob("0[1-9]-*/verdict.json"))) >= 2, 120, poll=0.1)
     done = sorted(p.parent.name for p in first.glob("0[1-9]-*/verdict.json"))
     assert len(done) >= 2
 
