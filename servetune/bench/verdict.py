@@ -12,7 +12,9 @@ complete, whether it may stop. Its parts:
   while in flight counts as over at once; a failed request is over every bound. ITL counts gaps.
   TTFT and E2E run from the scheduled arrival, so a client that falls behind cannot hide a queue.
   The count is also kept per arrival span of `cluster_s`, and the test decides on the counts divided
-  by their cluster effect (`stats.cluster_effect`): a burst of overs is one piece of evidence.
+  by their cluster effect (`stats.cluster_effect`): a burst of overs is one piece of evidence. While
+  the judged requests lie in one span the effect cannot be estimated and reads 1, so a burst there
+  can decide a miss on its own; the verdict says so ("6 of 28 over, within one span"; `SloCheck.spans`).
   A mean SLO is judged by its confidence interval over time bins.
 - **Backlog.** A server that falls behind can hold its latencies for a while. Requests in flight
   (from their scheduled arrival) are averaged over time bins of `bin_s`; their trend's slope, with a
@@ -365,7 +367,11 @@ class StepJudge:
                 why=f"the client sent only {offered:.0%} of the rate (it cannot generate this load)",
                 **base,
             )
-        missed = [f"{c.slo} ({c.over} of {c.judged} over)" for c in checks if c.decision == "missed"]
+        missed = [  # within one span: the burst counted per request (the module docstring)
+            f"{c.slo} ({c.over} of {c.judged} over{', within one span' if c.spans == 1 else ''})"
+            for c in checks
+            if c.decision == "missed"
+        ]
         finished = sum(1 for r in judged if r.finished)
         if self._failures.decide(finished, failed) == "missed":
             missed.append(f"{failed} of {finished} requests failed")

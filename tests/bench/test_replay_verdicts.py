@@ -29,6 +29,7 @@ def test_the_soak_at_1_15x_the_defaults_capacity_is_missed_again_at_its_moment_w
     recorded, today = _script().rejudge(STEPS / "usoak-17.77")
     assert recorded["state"] == "missed" and recorded["why"] == "p99_tpot_ms<=25 (6 of 28 over)"
     assert today.state == "missed" and abs(today.at_s - recorded["at_s"]) < 0.5
+    assert today.why == "p99_tpot_ms<=25 (6 of 28 over, within one span)"  # today's verdict says how it was decided
     tpot = next(c for c in today.slos if "tpot" in c.slo)
     assert (tpot.judged, tpot.over, tpot.spans, tpot.cluster_effect) == (28, 6, 1, 1.0)
     assert all(c.over == 0 for c in today.slos if "ttft" in c.slo)
@@ -50,7 +51,7 @@ def test_the_script_tabulates_recorded_against_todays_verdicts_and_the_spans_of_
     assert "missed | missed | 2" in out
     assert "1 span: 2" in out
     assert "(1 without records, SLOs or a rate)" in out
-    assert "usoak-17.77 | missed at 10.1 s | today missed | p99_tpot_ms<=25 (6 of 28 over)" in out
+    assert "usoak-17.77 | missed at 10.1 s | today missed | p99_tpot_ms<=25 (6 of 28 over, within one span)" in out
     met_only = subprocess.run([sys.executable, str(SCRIPT), str(root), "--state", "met"], capture_output=True,
                               text=True, check=True, cwd=ROOT).stdout  # fmt: skip
     assert met_only.splitlines()[1:] == ["(0 without records, SLOs or a rate)"]  # no met step recorded there

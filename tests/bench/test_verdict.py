@@ -163,6 +163,7 @@ def test_the_itl_verdict_counts_the_gaps_its_statistic_pools():
         check = verdict.slos[0]
         assert check.judged % 31 == 0  # gaps, not requests
         assert (check.value_ms > 20) == (verdict.state == "missed")  # the judged gaps' own pooled p99 agrees
+        assert ("within one span" in verdict.why) == (verdict.state == "missed" and check.spans == 1)
 
 
 def test_a_warm_up_stall_does_not_decide_a_step():
@@ -344,6 +345,7 @@ def test_the_h200_step_the_tuned_config_held_for_8_s_is_missed():
     tpot = next(c for c in verdict.slos if "tpot" in c.slo)
     assert tpot.decision == "missed" and tpot.over >= 3
     assert tpot.spans == 1 and tpot.cluster_effect == 1.0
+    assert verdict.why.endswith("over, within one span)"), verdict.why
 
 
 def test_the_h200_step_the_defaults_held_at_10_09_stays_met():
