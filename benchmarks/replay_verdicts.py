@@ -12,7 +12,8 @@ recording ends there, so a verdict today's rules would reach later reads `undeci
 recorded verdicts of each state today's rules reproduce at their moment, and for the misses, in how many arrival
 spans (`--cluster-seconds`, 5 s) the deciding SLO's judged requests lay (`SloCheck.spans`): a miss decided within
 one span rests on a cluster effect that could not be estimated (docs/capacity.md, "Bursts count once").
-`--state`: only recorded verdicts of that state. `--rows`: one line per step too.
+`--state`: only recorded verdicts of that state. `--rows`: one line per step too. A run directory renamed
+`*.interrupted-N` (the first attempt of a resumed run, whose steps the resumed run kept) is left out.
 
 A change to the verdict's rules can be read against the recorded H200 and H100 steps this way before any device
 time is spent on it.
@@ -32,10 +33,13 @@ from servetune.bench.verdict import StepJudge, StepRules, StepVerdict, replay
 STEP_S, SOAK_S = 120.0, 300.0
 
 
-def rejudge(step: Path, rules: StepRules | None = None) -> tuple[dict, StepVerdict] | None:
+def rejudge(
+    step: Path, rules: StepRules | None = None, recorded: dict | None = None
+) -> tuple[dict, StepVerdict] | None:
     """(the recorded verdict, today's at its moment) of the step in `step`, or None where its records, its
-    SLOs or its rate are missing (a step that sent nothing, an interrupted one)."""
-    recorded = json.loads((step / "verdict.json").read_text())
+    SLOs or its rate are missing (a step that sent nothing, an interrupted one). `recorded`: its `verdict.json`,
+    if already read."""
+    recorded = recorded or json.loads((step / "verdict.json").read_text())
     try:
         metrics = json.loads((step / "metrics.json").read_text())
         records = load_requests(step / "requests.jsonl")
@@ -65,10 +69,10 @@ def main() -> None:
     for path in sorted(args.root.rglob("verdict.json")):
         if "interrupted" in str(path):
             continue
-        recorded = json.loads(path.read_text()).get("state")
-        if args.state and recorded != args.state:
+        recorded = json.loads(path.read_text())
+        if args.state and recorded.get("state") != args.state:
             continue
-        got = rejudge(path.parent)
+        got = rejudge(path.parent, recorded=recorded)
         if got is None:
             skipped += 1
             continue
