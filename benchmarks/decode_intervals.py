@@ -44,37 +44,37 @@ def main() -> int:
     print("run | intervals | a ms | b ms/request | p0 ms/batch | p1 ms/request | R^2 | requests/batch |"
           " prefill ms/request | sum / wall s | timed / stamped")  # fmt: skip
     for run in args.runs:
-        steps, names, total, wall = [], [], 0.0, 0.0
+        steps, read, total, wall = [], [], 0.0, 0.0  # read: (step, its intervals, its decode lines), once each
         for step in sorted((run / "steps").glob("*/telemetry.jsonl")):
             if step.parent.name.startswith("00"):  # the warm-up wave
                 continue
             lines = [json.loads(text) for text in step.read_text().splitlines() if text.strip()]
             steps.append(lines)
-            names.append(step.parent.name)
             found = intervals(lines)
-            stamps = [line["ts"] for line in lines if line.get("kind") == "decode" and line.get("t", -1.0) >= 0.0]
-            if found and len(stamps) > 1:
+            decode = [line for line in lines if line.get("kind") == "decode" and line.get("t", -1.0) >= 0.0]
+            read.append((step.parent.name, found, decode))
+            if found and len(decode) > 1:
                 total += sum(s for s, _, _, _ in found)
-                wall += stamps[-1] - stamps[0]
+                wall += decode[-1]["ts"] - decode[0]["ts"]
         e = engine_clock(steps)
         if e is None:
-            found = sum(len(intervals(s)) for s in steps)
-            print(f"{run} | {found} | no fit (too few intervals, or not 40 steps apart)")
+            print(
+                f"{run} | {sum(len(found) for _, found, _ in read)} | no fit (too few intervals, or not 40 steps apart)"
+            )
             continue
-        budgets += [(run, name, lines, e) for name, lines in zip(names, steps)]
+        budgets += [(run, name, rows, decode, e) for name, rows, decode in read]
         timed = f"{e.timed_ratio:.3f}" if e.timed_ratio is not None else "-"
         print(f"{run} | {e.intervals} | {e.decode_step_ms:.2f} | {e.per_running_ms:.4f} | {e.prefill_batch_ms:.1f}"
               f" | {e.prefill_request_ms:.1f} | {e.r2:.3f} | {e.requests_per_batch:.2f}"
               f" | {e.prefill_ms_per_request:.1f} | {total:.0f} / {wall:.0f} | {timed}")  # fmt: skip
     if args.budget:
         print("\nrun | step | decode steps/s | mean B | decode ms/s | prefill ms/s | prefill share | s per s")
-        for run, name, lines, e in budgets:
-            rows = intervals(lines)
+        for run, name, rows, decode_lines, e in budgets:
             seconds = sum(r[0] for r in rows)
-            running = [x["running_req"] for x in lines if x.get("kind") == "decode" and x.get("t", -1.0) >= 0.0]
-            if not rows or seconds <= 0 or not running:
+            if not rows or seconds <= 0 or not decode_lines:
                 continue
-            steps_s, batch = DECODE_LOG_INTERVAL * len(rows) / seconds, sum(running) / len(running)
+            batch = sum(x["running_req"] for x in decode_lines) / len(decode_lines)
+            steps_s = DECODE_LOG_INTERVAL * len(rows) / seconds
             decode = steps_s * (e.decode_step_ms + e.per_running_ms * batch)
             prefill = sum(r[2] * e.prefill_batch_ms + r[3] * e.prefill_request_ms for r in rows) / seconds
             print(f"{run} | {name} | {steps_s:.1f} | {batch:.0f} | {decode:.0f} | {prefill:.0f}"
