@@ -174,6 +174,10 @@ class StepProfile(BaseModel):
     """KV tokens per running request (`#token` / `#running-req`, median)."""
     graph_false_share: float | None = None
     """Share of SGLang's decode lines that ran without a CUDA graph."""
+    prefill_batches: int | None = None
+    """SGLang's prefill lines during the step (one per prefill batch; None without telemetry) ..."""
+    prefill_requests: int | None = None
+    """... and the requests they prefilled (`#new-seq`)."""
 
 
 def horizon_arrivals(rate: float) -> int:
@@ -309,6 +313,9 @@ def profile_step(
     ttfts = sorted((r.ttft + r.lag) * 1000.0 for r in judged)
     tpots = sorted((r.end - r.start - r.ttft) / (r.output_len - 1) * 1000.0 for r in judged)
     tele = _telemetry_summary(decode)
+    prefill = [t for t in telemetry if t.get("kind") == "prefill" and t.get("t", -1.0) >= 0.0]
+    if prefill:
+        tele |= {"prefill_batches": len(prefill), "prefill_requests": sum(int(t.get("new_seq") or 0) for t in prefill)}
     return StepProfile(
         rate=rate, requests=len(fitted), out_tokens=math.fsum(r.output_len for r in judged) / len(judged),
         ttft_p50_ms=percentile(ttfts, 50), ttft_p99_ms=percentile(ttfts, 99), tpot_p99_ms=percentile(tpots, 99),
@@ -448,6 +455,12 @@ class ServerModel(BaseModel):
     """s (exclusive: decode time each prefill holds) or c (mixed: added per token while a prefill runs), ms."""
     prefill_span_s: float = 0.0
     """A prefill's span with no queue (s)."""
+    prefill_fixed_ms: float = 0.0
+    """p0: the part of one prefill batch's cost that its requests share (ms; exclusive stall). A batch of k
+    requests holds decode for p0 + p1 k, with p1 = `prefill_ms` - p0 / `prefill_batch_mean`, so that at the
+    fitted searches' own batching it costs `prefill_ms` a request."""
+    prefill_batch_mean: float = 1.0
+    """Requests per prefill batch over the fitted searches (SGLang's prefill lines; 1.0 where unread)."""
     spread: float
     """k: the 99th percentiles' spread, in Poisson standard deviations (fitted to the steps' p99 TPOT)."""
     out_tokens: float
@@ -498,13 +511,17 @@ class ServerModel(BaseModel):
         running_limit: int | None = None,
         graph_bs: int | None = None,
         pooled: Sequence[Search] = (),
+        prefill_fixed_share: float = 0.0,
     ) -> ServerModel | None:
         """The model of the server that ran `profiles` (one search), or None with fewer than two
         usable steps. `running_limit` / `graph_bs`: its effective values (else read off the profiles).
         `pooled`: searches of other configs of the same server and traffic (a probe's), each with its
         running limit and graph size: their requests enter the regression and their steps the tail's
         fit, each read at its own limit; what the model says of the baseline (its limits, largest
-        batch, queueing, KV pool, no-queue TTFT) stays the baseline's."""
+        batch, queueing, KV pool, no-queue TTFT) stays the baseline's. `prefill_fixed_share`: the share of the
+        fitted prefill cost a prefill batch's requests share (`prefill_fixed_ms`), where SGLang's prefill lines show
+        it batching (none by default: a search of SGLang's defaults cannot measure it, and on the recorded pairs no
+        assumed share read both the seed and the pooled fit better; `benchmarks/model_pairs.py`)."""
         own = [p for p in profiles if p.requests >= MIN_REQUESTS]
         if len(own) < 2:
             return None
@@ -537,12 +554,16 @@ class ServerModel(BaseModel):
         usage = [p.token_usage_max for p in usable if p.token_usage_max is not None]
         kv = [p.kv_tokens / p.kv_per_request for p in usable if p.kv_tokens and p.kv_per_request]
         running_max = max((p.running_max or p.batch_max) for p in own)
+        batched = [p for p in usable if p.prefill_batches]
+        per_batch = sum(p.prefill_requests or 0 for p in batched) / max(1, sum(p.prefill_batches or 0 for p in batched))
+        prefill_ms = coef.get(STALLS[stall][3], 0.0)
+        fixed = prefill_fixed_share * prefill_ms if stall == "exclusive" and per_batch > 1.0 else 0.0
         quiet = [p for p in own if not p.queue_max]
         c0, c1 = _line([(p.rate, p.ttft_p99_ms) for p in (quiet or own)])
         model = cls(
             base_ms=coef.get(0, mean_y), per_running_ms=coef.get(1, 0.0),
             eager_ms=coef.get(2, 0.0) if eager_seen else None, stall="exclusive" if stall == "exclusive" else "mixed",
-            prefill_ms=coef.get(STALLS[stall][3], 0.0),
+            prefill_ms=prefill_ms, prefill_fixed_ms=fixed, prefill_batch_mean=max(1.0, per_batch),
             prefill_span_s=sorted(p.prefill_s for p in usable)[len(usable) // 2]
             * (1.0 if stall == "exclusive" else SPANS[STALLS[stall][3] - 4]),
             spread=1.0,
@@ -676,7 +697,9 @@ class ServerModel(BaseModel):
         limit = max(1, int(self.limit(running_limit)))
         count = max(arrivals, SIM_WARMUP + 1)
         n1 = max(1, round(self.out_tokens - 1.0))
-        step_s, grow_s, prefill_s = self.base_ms / 1000.0, self.per_running_ms / 1000.0, self.prefill_ms / 1000.0
+        step_s, grow_s = self.base_ms / 1000.0, self.per_running_ms / 1000.0
+        fixed_s = self.prefill_fixed_ms / 1000.0
+        prefill_s = max(0.0, self.prefill_ms / 1000.0 - fixed_s / self.prefill_batch_mean)
         graph = graph_bs if graph_bs is not None and self.eager_ms else SIM_NO_GRAPH
         eager_s = (self.eager_ms or 0.0) / 1000.0
         host_ms = max(0.0, self.ttft_ms - self.prefill_ms)
@@ -703,7 +726,7 @@ class ServerModel(BaseModel):
                     k = min(came - head, limit - running, PREFILL_BATCH)
                     for j in range(head, head + k):
                         admit[j] = t
-                    t += prefill_s * k
+                    t += fixed_s + prefill_s * k
                     for j in range(head, head + k):
                         first[j] = t
                         heapq.heappush(finishing, (step + n1, j))

@@ -451,6 +451,8 @@ class _StandinSim:
                   "token_usage": usage, "cuda_graph": kind == "decode" and self.decoding <= self.graph_bs}  # fmt: skip
         if kind == "decode":
             record.update(tokens=self.kv_used, gen_throughput=round(gen_throughput, 2))
+        else:  # one line per request, as the stand-in logs `#new-seq: 1`
+            record.update(new_seq=1)
         self.telemetry.append(record)
 
 

@@ -64,6 +64,11 @@ def test_profiles_read_the_telemetry_kv_pool_and_graph():
     assert profile_step(busy.records, 80, warmup_s=5.0, telemetry=busy.telemetry).graph_bs is None
     assert profile.running_max >= profile.batch_mean > 0
     assert profile_step(run.records[:10], 80, warmup_s=5.0) is None  # too few requests to fit
+    # the stand-in logs one prefill line per request: no batch to share a prefill's cost, whatever share is assumed
+    assert profile.prefill_batches == profile.prefill_requests >= 1000  # of 1,500 arrivals
+    model = ServerModel.fit([profile, profile_step(busy.records, 80, warmup_s=5.0, telemetry=busy.telemetry)],
+                            running_limit=267, graph_bs=32, prefill_fixed_share=0.45)  # fmt: skip
+    assert model.prefill_batch_mean == 1.0 and model.prefill_fixed_ms == 0.0
 
 
 def test_erlang_c_matches_the_textbook_values():
