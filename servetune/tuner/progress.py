@@ -153,7 +153,8 @@ def model_lines(record: dict[str, Any]) -> list[str]:
     batching = f", {per_batch:.2f} requests a prefill batch" if per_batch > 1.0 else ""
     lines = [
         f"server model ({fit}): {m['base_ms']:.2f} ms per token + {m['per_running_ms']:.3f} ms per running request, "
-        f"{graph}, prefill stall {m['prefill_ms']:.2f} ms ({m['stall']}{batching}); ran at most {m['running_max']} at once, "
+        f"{graph}, prefill stall {m['prefill_ms']:.2f} ms ({m['stall']}{batching}); "
+        f"ran at most {m['running_max']} at once, "
         f"KV usage up to {usage}; predicts the baseline at {record.get('baseline_predicted')} req/s "
         f"(measured {record.get('baseline_measured'):.4g})"
     ]
