@@ -600,6 +600,13 @@ class ServerModel(BaseModel):
             best = min(best, (err, k))
         return best[1]
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> ServerModel:
+        """A copy (pydantic's), with its own memo of capacities: one shared with the original would answer
+        for the old figures."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied._memo = {}
+        return copied
+
     def limit(self, running_limit: int | None) -> float:
         """The running batch's effective limit: the running limit, or the KV pool where it is smaller."""
         limit = float(running_limit or self.running_limit)

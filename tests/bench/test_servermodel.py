@@ -95,6 +95,15 @@ def test_a_running_limit_at_the_graph_trades_tpot_for_ttft_in_the_model():
     assert capped.tpot_p99_ms < free.tpot_p99_ms and capped.wait_p99_ms > free.wait_p99_ms == 0.0
 
 
+def test_a_copy_with_other_costs_reads_its_own_capacity():
+    """Capacities are memoised per model: a copy with a dearer prefill (as `benchmarks/model_pairs.py` and the
+    fit's spread make them) reads its own, not the original's."""
+    model, _ = _baseline_model()
+    own = model.capacity(SLOS, screen=True)
+    dearer = model.model_copy(update={"prefill_ms": model.prefill_ms * 3 + 1.0})
+    assert dearer.capacity(SLOS, screen=True) < own == model.capacity(SLOS, screen=True)
+
+
 def _long_run_share(server: StandinServer, rate: float) -> float:
     """The larger share of 20,000 arrivals over an SLO's bound: a capacity's long-run truth keeps it within 1%."""
     from servetune.bench.slo import samples_ms
