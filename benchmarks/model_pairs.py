@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 FIXTURES = ROOT / "tests" / "fixtures" / "h200" / "searches"
 PAIRS = {
     "h100-s23": "seed-h100-s23", "h100-s23b": "seed-h100-s23b", "h100-s24": "seed-h100-s24",
-    "h100-s26": "seed-h100-s26", "h100-s27": "seed-h100-s27", "s16": "seed-s16", "s22": "seed-s22", "s9": "mrr48-s9",
+    "h100-s26": "seed-h100-s26", "h100-s27": "seed-h100-s27", "h100-s28": "seed-h100-s28",
+    "s16": "seed-s16", "s22": "seed-s22", "s9": "mrr48-s9",
 }  # fmt: skip
 """The defaults' fixture (`defaults-<key>`) -> the seed's, both certified on one machine."""
 SLOS = ["p99_ttft_ms<=2000", "p99_tpot_ms<=25"]
