@@ -38,16 +38,10 @@ def _searches(pair: str) -> tuple[dict, dict]:
             json.loads((FIXTURES / f"{PAIRS[pair]}.json").read_text()))  # fmt: skip
 
 
-def _per_batch(search: dict) -> float | None:
-    profiles = [s["profile"] for s in search["steps"] if s.get("profile") and s["profile"].get("prefill_batches")]
-    batches = sum(p["prefill_batches"] for p in profiles)
-    return sum(p["prefill_requests"] for p in profiles) / batches if batches else None
-
-
 def readings(pair: str, share: float) -> dict:
     """The defaults' and the seed's capacities by the model fitted on the defaults alone and pooled with the seed."""
     from servetune.bench.capacity import CapacityStep
-    from servetune.bench.servermodel import Search, ServerModel
+    from servetune.bench.servermodel import Search, ServerModel, requests_per_prefill
     from servetune.bench.slo import parse_slos
 
     slos = parse_slos(SLOS)
@@ -57,10 +51,11 @@ def readings(pair: str, share: float) -> dict:
     def profiles(search: dict) -> list:
         return [CapacityStep.model_validate(s).profile for s in search["steps"] if s["profile"]]
 
+    own, probe = profiles(base), profiles(seed)
     out = {"pair": pair, "base": base["capacity"], "seed": seed["capacity"],
-           "k_base": _per_batch(base), "k_seed": _per_batch(seed)}  # fmt: skip
-    for name, pooled in (("alone", ()), ("pooled", (Search(profiles(seed), limits["running"], limits["graph"]),))):
-        model = ServerModel.fit(profiles(base), running_limit=4096, graph_bs=256, pooled=pooled,
+           "k_base": requests_per_prefill(own), "k_seed": requests_per_prefill(probe)}  # fmt: skip
+    for name, pooled in (("alone", ()), ("pooled", (Search(probe, limits["running"], limits["graph"]),))):
+        model = ServerModel.fit(own, running_limit=4096, graph_bs=256, pooled=pooled,
                                 prefill_fixed_share=share)  # fmt: skip
         at_seed = model.capacity(slos, running_limit=limits["running"], graph_bs=limits["graph"])
         out[name] = (model.capacity(slos), at_seed)

@@ -78,7 +78,15 @@ if TYPE_CHECKING:
     from servetune.bench.schema import RequestRecord
     from servetune.bench.slo import LatencySlo
 
-__all__ = ["ModelPoint", "Search", "ServerModel", "StepProfile", "profile_step", "server_limits"]
+__all__ = [
+    "ModelPoint",
+    "Search",
+    "ServerModel",
+    "StepProfile",
+    "profile_step",
+    "requests_per_prefill",
+    "server_limits",
+]
 
 CERTIFIED_SHARE = 0.5
 """`capacity` holds this share of an SLO's allowed tail under the bound (p99: p99.5): a step is met
@@ -178,6 +186,14 @@ class StepProfile(BaseModel):
     """SGLang's prefill lines during the step (one per prefill batch; None without telemetry) ..."""
     prefill_requests: int | None = None
     """... and the requests they prefilled (`#new-seq`)."""
+
+
+def requests_per_prefill(profiles: Sequence[StepProfile]) -> float | None:
+    """Requests per prefill batch over the steps whose telemetry had prefill lines (None: none had)."""
+    batched = [p for p in profiles if p.prefill_batches]
+    if not batched:
+        return None
+    return sum(p.prefill_requests or 0 for p in batched) / sum(p.prefill_batches or 0 for p in batched)
 
 
 def horizon_arrivals(rate: float) -> int:
@@ -554,8 +570,7 @@ class ServerModel(BaseModel):
         usage = [p.token_usage_max for p in usable if p.token_usage_max is not None]
         kv = [p.kv_tokens / p.kv_per_request for p in usable if p.kv_tokens and p.kv_per_request]
         running_max = max((p.running_max or p.batch_max) for p in own)
-        batched = [p for p in usable if p.prefill_batches]
-        per_batch = sum(p.prefill_requests or 0 for p in batched) / max(1, sum(p.prefill_batches or 0 for p in batched))
+        per_batch = requests_per_prefill(usable) or 1.0
         prefill_ms = coef.get(STALLS[stall][3], 0.0)
         fixed = prefill_fixed_share * prefill_ms if stall == "exclusive" and per_batch > 1.0 else 0.0
         quiet = [p for p in own if not p.queue_max]
@@ -689,7 +704,8 @@ class ServerModel(BaseModel):
         """The model at `rate` by simulating SGLang's scheduler with the fitted costs (exclusive stall):
         Poisson arrivals (`arrivals` per seed, the first `SIM_WARMUP` not read, `SIM_SEEDS` pooled, the
         same draws at every rate); while a request waits and a running slot is free a prefill batch runs
-        (up to `PREFILL_BATCH` requests, `prefill_ms` each, decode held meanwhile), else one decode step of
+        (up to `PREFILL_BATCH` requests, `prefill_ms` each, or `prefill_fixed_ms` for the batch and the rest per
+        request, decode held meanwhile), else one decode step of
         `base_ms + per_running_ms * B` (+ `eager_ms` past the graph) gives every running request a token.
         A burst's prefills pile into the batch and stall its decode, and a running limit holds them in
         the queue instead: the cascade a Poisson spread of prefills per life does not hold. Each request's
