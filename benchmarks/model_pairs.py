@@ -27,6 +27,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "h200" / "searches"
 PAIRS = {
     "h100-s23": "seed-h100-s23", "h100-s23b": "seed-h100-s23b", "h100-s24": "seed-h100-s24",
     "h100-s26": "seed-h100-s26", "h100-s27": "seed-h100-s27", "h100-s28": "seed-h100-s28",
+    "h100-s29": "seed-h100-s29", "h100-s29b": "seed-h100-s29b",
     "s16": "seed-s16", "s22": "seed-s22", "s9": "mrr48-s9",
 }  # fmt: skip
 """The defaults' fixture (`defaults-<key>`) -> the seed's, both certified on one machine."""
