@@ -102,6 +102,15 @@ STALLS = {"exclusive": (0, 1, 2, 3), **{f"mixed_{f:g}": (0, 1, 2, 4 + i) for i, 
 """The prefill-stall models and their regressors (the fit keeps the one that explains most)."""
 MIN_REQUESTS = 20
 """Requests a step needs to enter the fit."""
+OUTLIER_RMS = 10.0
+"""A step whose requests' RMS residual exceeds this many times the median step's is left out of the TPOT
+regression, which is then fitted once more. On a seventh lent H100 one step of SGLang's defaults (16.32 req/s,
+43 requests) fell into a prefill cascade (prefill batches back to back, 121 running, TPOT 50 ms), which decode
+time linear in the prefill rate cannot describe (the stall grows as 1 / (1 - s r)): it sat 34.8 ms RMS from the
+fit, 13 times the median step's. With it, the residual every simulated request draws rose from 1.9 to 4.6 ms,
+and the model read that search's defaults 17% low and the seed 35% low (docs/h200-results.md section 30). On
+the 26 recorded searches no other step sat beyond 6.5 times the median; the steps near an edge, which the SLO
+decides on, reach 5-6.5 times and stay in. The simulation still plays such cascades out."""
 SIM_ARRIVALS = 2000
 """Arrivals per seed of one simulated rate (`ServerModel.simulated`) ..."""
 SIM_WARMUP = 200
@@ -416,6 +425,49 @@ def _nonnegative_fit(xtx: list[list[float]], xty: list[float], cols: list[int]) 
     return coef
 
 
+class _Regression:
+    """The TPOT regression over some steps' sufficient statistics: each stall model fitted (slopes kept
+    non-negative), the one with the smaller residual kept."""
+
+    def __init__(self, profiles: Sequence[StepProfile]) -> None:
+        k = len(REGRESSORS)
+        self.profiles = list(profiles)
+        xtx = [[math.fsum(p.xtx[i][j] for p in profiles) for j in range(k)] for i in range(k)]
+        xty = [math.fsum(p.xty[i] for p in profiles) for i in range(k)]
+        yty = math.fsum(p.yty for p in profiles)
+        self.requests = sum(p.requests for p in profiles)
+        self.eager_seen = xtx[2][2] > 1e-6
+        self.mean_y = xty[0] / xtx[0][0]
+        fits = {}
+        for stall, cols in STALLS.items():
+            coef = _nonnegative_fit(xtx, xty, [i for i in cols if i != 2 or self.eager_seen])
+            fits[stall] = (_rss(coef, xtx, xty, yty), coef)
+        self.stall = min(fits, key=lambda name: fits[name][0])
+        self.residual, self.coef = fits[self.stall]
+        total = yty - self.requests * self.mean_y**2
+        self.r2 = max(0.0, min(1.0, 1.0 - self.residual / total)) if total > 0 else 0.0
+
+    def step_rms(self, p: StepProfile) -> float:
+        """The RMS residual of one step's requests under this fit (ms)."""
+        return math.sqrt(max(_rss(self.coef, p.xtx, p.xty, p.yty), 0.0) / p.requests)
+
+    def outliers(self) -> list[StepProfile]:
+        """The steps whose requests sit `OUTLIER_RMS` times the median step's RMS residual from the fit."""
+        rms = sorted(self.step_rms(p) for p in self.profiles)
+        if len(rms) < 3:
+            return []
+        median = rms[len(rms) // 2]
+        return [p for p in self.profiles if self.step_rms(p) > OUTLIER_RMS * median]
+
+
+def _rss(coef: Mapping[int, float], xtx: Sequence[Sequence[float]], xty: Sequence[float], yty: float) -> float:
+    """The residual sum of squares of `coef` (column -> coefficient) over sufficient statistics."""
+    c = [coef.get(i, 0.0) for i in range(len(xty))]
+    n = len(c)
+    quadratic = sum(c[i] * xtx[i][j] * c[j] for i in range(n) for j in range(n))
+    return yty - 2 * sum(c[i] * xty[i] for i in range(n)) + quadratic
+
+
 def _erlang_c(servers: int, load: float) -> float:
     """The probability that an arrival waits in an M/M/c queue (c = `servers`, offered load in Erlangs)."""
     if load >= servers:
@@ -516,6 +568,8 @@ class ServerModel(BaseModel):
     residual_ms: float = 0.0
     """... and the spread it leaves, per request (RMS residual, ms): requests at one batch and prefill
     rate still differ (the tail adds its quantile of it)."""
+    left_out: list[float] = []
+    """Rates of the steps left out of the TPOT regression (`OUTLIER_RMS`); they still count everywhere else."""
 
     _memo: dict[tuple, float] = PrivateAttr(default_factory=dict)
 
@@ -546,27 +600,12 @@ class ServerModel(BaseModel):
             Search([p for p in s.profiles if p.requests >= MIN_REQUESTS], s.running_limit, s.graph_bs) for s in pooled
         ]
         usable = [p for s in searches for p in s.profiles]
-        k = len(REGRESSORS)
-        xtx = [[math.fsum(p.xtx[i][j] for p in usable) for j in range(k)] for i in range(k)]
-        xty = [math.fsum(p.xty[i] for p in usable) for i in range(k)]
+        fit = _Regression(usable)
+        outliers = fit.outliers()
+        if outliers:
+            fit = _Regression([p for p in usable if all(p is not o for o in outliers)])
+        stall, coef, eager_seen, mean_y = fit.stall, fit.coef, fit.eager_seen, fit.mean_y
         n_req = sum(p.requests for p in usable)
-        eager_seen = xtx[2][2] > 1e-6
-        yty = math.fsum(p.yty for p in usable)
-        mean_y = xty[0] / xtx[0][0]
-        total = yty - n_req * mean_y**2
-        fits = {}
-        for stall, cols in STALLS.items():
-            coef = _nonnegative_fit(xtx, xty, [i for i in cols if i != 2 or eager_seen])
-            c = [coef.get(i, 0.0) for i in range(k)]
-            residual = (
-                yty
-                - 2 * sum(c[i] * xty[i] for i in range(k))
-                + sum(c[i] * xtx[i][j] * c[j] for i in range(k) for j in range(k))
-            )
-            fits[stall] = (residual, coef)
-        stall = min(fits, key=lambda name: fits[name][0])
-        residual, coef = fits[stall]
-        r2 = max(0.0, min(1.0, 1.0 - residual / total)) if total > 0 else 0.0
         usage = [p.token_usage_max for p in usable if p.token_usage_max is not None]
         kv = [p.kv_tokens / p.kv_per_request for p in usable if p.kv_tokens and p.kv_per_request]
         running_max = max((p.running_max or p.batch_max) for p in own)
@@ -589,7 +628,8 @@ class ServerModel(BaseModel):
             running_limit=running_limit or 4096, graph_bs=graph_own, running_max=running_max,
             queued=any((p.queue_max or 0) > 0 for p in own),
             token_usage_max=max(usage) if usage else None, throughput_max=max(p.completion_rate for p in usable),
-            steps=len(usable), requests=n_req, r2=r2, residual_ms=math.sqrt(max(residual, 0.0) / n_req),
+            steps=len(usable), requests=n_req, r2=fit.r2, residual_ms=math.sqrt(max(fit.residual, 0.0) / fit.requests),
+            left_out=sorted(round(p.rate, 4) for p in outliers),
             pooled=len(searches) - 1,
         )  # fmt: skip
         return model.model_copy(update={"spread": model._fit_spread(searches)})

@@ -148,6 +148,10 @@ def model_lines(record: dict[str, Any]) -> list[str]:
         else f"trial {record.get('fitted_on')}"
     )
     fit = f"{on}, {m['steps']} steps, {m['requests']} requests, R2 {m['r2']:.2f}"
+    if m.get("left_out"):  # steps the TPOT regression left out (servermodel.OUTLIER_RMS)
+        rates = ", ".join(f"{r:.4g}" for r in m["left_out"])
+        steps = "steps" if len(m["left_out"]) > 1 else "step"
+        fit += f"; TPOT fitted without the {steps} at {rates} req/s (far off the fit)"
     usage = m["token_usage_max"] if m.get("token_usage_max") is not None else "?"
     per_batch = m.get("prefill_batch_mean") or 1.0
     batching = f", {per_batch:.2f} requests a prefill batch" if per_batch > 1.0 else ""

@@ -14,6 +14,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
+from servetune.bench import servermodel
 from servetune.bench.capacity import CapacityStep
 from servetune.bench.servermodel import Search, ServerModel
 from servetune.bench.slo import parse_slos
@@ -465,3 +466,44 @@ def test_on_a_sixth_lent_h100_the_defaults_alone_read_the_seed_15_percent_low_an
     seeded, pooled = _seeded_then_pooled(base, seed)
     assert 44 <= seeded["max_running_requests"] <= 51
     assert pooled == pytest.approx(seed["capacity"], rel=0.05)
+
+
+def test_on_a_seventh_lent_h100_a_step_in_a_prefill_cascade_is_left_out_of_the_tpot_fit(monkeypatch):
+    """Session 29 (docs/h200-results.md section 30), a seventh H100, two interleaved rounds. In the second round
+    one step of SGLang's defaults (16.32 req/s, 43 requests) fell into a prefill cascade: 34.8 ms RMS off the
+    linear fit, 13 times the median step's. Left in, it doubled the residual every simulated request draws, the
+    model read the defaults 17% low, and the study would first have launched a running limit of 30 predicted
+    below the defaults; left out (`OUTLIER_RMS`), the first sampled trial is the seed's neighbourhood again. The
+    first round's search has no such step and keeps all of its steps."""
+    base, seed, alone = _pair("h100-s29b")
+    assert alone.left_out == [pytest.approx(16.32, abs=0.01)]
+    assert alone.residual_ms < 2.5
+    assert alone.capacity(SLOS) == pytest.approx(base["capacity"], rel=0.07)
+    seeded, pooled = _seeded_then_pooled(base, seed)
+    assert 44 <= seeded["max_running_requests"] <= 56
+    assert pooled == pytest.approx(seed["capacity"], rel=0.05)
+    assert any("without the step at 16.32 req/s" in line for line in model_lines(_from_defaults(base)))
+
+    first, first_seed, first_alone = _pair("h100-s29")
+    assert first_alone.left_out == []
+    assert _seeded_then_pooled(first, first_seed)[1] == pytest.approx(first_seed["capacity"], rel=0.05)
+
+    monkeypatch.setattr(servermodel, "OUTLIER_RMS", float("inf"))  # every step in, as before
+    kept = ServerModel.fit(_profiles(base), running_limit=4096, graph_bs=256)
+    assert kept.left_out == [] and kept.residual_ms > 4.0
+    assert kept.capacity(SLOS) < 0.85 * base["capacity"]
+    assert _from_defaults(base)["seed"]["values"]["max_running_requests"] < 40
+
+
+def test_of_every_recorded_search_only_the_cascade_step_is_left_out_of_the_tpot_fit():
+    """`OUTLIER_RMS` against every recorded search, each fitted alone: the steps near an edge sit up to 6.5 times
+    the median step's RMS residual and stay in; only the cascade (13 times) goes."""
+    left = {}
+    for path in sorted(FIXTURES.glob("*.json")):
+        search = json.loads(path.read_text())
+        limits = search["server_limits"]
+        model = ServerModel.fit(_profiles(search), running_limit=limits["running"], graph_bs=limits["graph"])
+        if model.left_out:
+            left[path.stem] = model.left_out
+    assert len(list(FIXTURES.glob("*.json"))) >= 26
+    assert left == {"defaults-h100-s29b": [pytest.approx(16.32, abs=0.01)]}
