@@ -19,7 +19,8 @@
 #                                  (skipped when fewer than SECS + 40 s are left: a cut soak has no verdict)
 #   stop                           stops the launched server
 # CAP_ARGS (env): more `bench --capacity` options for every search, e.g. CAP_ARGS='--bracket-factor 1.25'.
-# CONFIG: defaults, mrr48 (--max-running-requests 48), or seed51 (issue 20's seed: 51 and a 152-wide decode graph). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
+# CONFIG: defaults, mrr48 (--max-running-requests 48), seed51 (issue 20's seed: 51 and a 152-wide decode graph), or
+# limNgG (a running limit of N and a G-wide decode graph, e.g. lim54g152: a model's pick). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
 # Back in $OUT: run.log, certified.tar.xz (every run dir with its steps, plots, telemetry; --json outputs), cache.tar.xz
 BUDGET_S=${BUDGET_S:-580}
 . scripts/device/lib.sh
@@ -48,6 +49,7 @@ cfg_flags() {
   case $1 in
     mrr48) extra=(--set max_running_requests=48) ;;
     seed51) extra=(--set max_running_requests=51 --set cuda_graph_max_bs_decode=152) ;;  # issue 20's seed
+    lim*g*) local r=${1#lim}; extra=(--set "max_running_requests=${r%%g*}" --set "cuda_graph_max_bs_decode=${r#*g}") ;;
     *) extra=() ;;
   esac
 }
