@@ -1,6 +1,6 @@
 """The server model on every recorded pair of certified searches (prints figures; not a test).
 
-    python benchmarks/model_pairs.py [--fixed-share 0 0.45] [--pairs h100-s27 s9]
+    python benchmarks/model_pairs.py [--fixed-share 0 0.45] [--pairs h100-s27 s9] [--limits 44 51 58]
 
 A pair is SGLang's defaults and the seed (`max_running_requests` 51, `cuda_graph_max_bs_decode` 152; on
 session 9's H200, a limit of 48) certified on one machine, recorded in tests/fixtures/h200/searches/. For each
@@ -10,6 +10,8 @@ as a study fits it: on the defaults' search alone (what seeds the study's first 
 with the seed's own search (after that launch). Printed: the defaults' and the seed's certified capacities,
 each model's reading of both (its error in brackets), and the requests per prefill batch of each search by
 SGLang's prefill lines. Last, per share, the mean and mean absolute error of the seed's reading, alone and pooled.
+With `--limits`, each model's capacity at those running limits too (the seed's 152-wide graph): where it puts the
+machine's best limit, alone and once the seed's search is pooled.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ def _searches(pair: str) -> tuple[dict, dict]:
             json.loads((FIXTURES / f"{PAIRS[pair]}.json").read_text()))  # fmt: skip
 
 
-def readings(pair: str, share: float) -> dict:
-    """The defaults' and the seed's capacities by the model fitted on the defaults alone and pooled with the seed."""
+def readings(pair: str, share: float, sweep: tuple[int, ...] = ()) -> dict:
+    """The defaults' and the seed's capacities by the model fitted on the defaults alone and pooled with the seed
+    (and each model's at the running limits `sweep`)."""
     from servetune.bench.capacity import CapacityStep
     from servetune.bench.servermodel import Search, ServerModel, requests_per_prefill
     from servetune.bench.slo import parse_slos
@@ -60,6 +63,7 @@ def readings(pair: str, share: float) -> dict:
                                 prefill_fixed_share=share)  # fmt: skip
         at_seed = model.capacity(slos, running_limit=limits["running"], graph_bs=limits["graph"])
         out[name] = (model.capacity(slos), at_seed)
+        out[f"{name}_limits"] = [model.capacity(slos, running_limit=n, graph_bs=limits["graph"]) for n in sweep]
     return out
 
 
@@ -67,11 +71,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixed-share", type=float, nargs="+", default=[0.0, 0.45])
     parser.add_argument("--pairs", nargs="+", choices=sorted(PAIRS), default=list(PAIRS))
+    parser.add_argument("--limits", type=int, nargs="*", default=[], help="running limits to read each model at")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     jobs = [(pair, share) for share in args.fixed_share for pair in args.pairs]
+    sweep = [tuple(args.limits)] * len(jobs)
     with ProcessPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(readings, *zip(*jobs)))
+        rows = list(pool.map(readings, *zip(*jobs), sweep))
 
     def err(got: float, want: float) -> str:
         return f"{got:6.2f} ({got / want - 1:+6.1%})"
@@ -90,6 +96,11 @@ def main() -> int:
             e = [r[name][1] / r["seed"] - 1 for r in mine]
             mean, absolute = statistics.fmean(e), statistics.fmean(map(abs, e))
             print(f"  the seed, {name}: mean {mean:+.1%}, mean absolute {absolute:.1%}")
+        if args.limits:
+            print(f"{'running limit':26s} " + " ".join(f"{n:>13d}" for n in args.limits))
+            for r in mine:
+                cells = " ".join(f"{a:6.2f} /{p:6.2f}" for a, p in zip(r["alone_limits"], r["pooled_limits"]))
+                print(f"{r['pair'] + ' (alone / pooled)':26s} {cells}")
     return 0
 
 
