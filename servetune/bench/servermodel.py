@@ -558,7 +558,7 @@ class ServerModel(BaseModel):
     throughput_max: float
     """The highest completion rate any step reached (req/s)."""
     steps: int
-    """Steps fitted."""
+    """Steps fitted (those in `left_out` too: they are left out of the TPOT regression only)."""
     requests: int
     """Requests fitted."""
     r2: float
