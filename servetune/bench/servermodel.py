@@ -453,11 +453,11 @@ class _Regression:
 
     def outliers(self) -> list[StepProfile]:
         """The steps whose requests sit `OUTLIER_RMS` times the median step's RMS residual from the fit."""
-        rms = sorted(self.step_rms(p) for p in self.profiles)
+        rms = [self.step_rms(p) for p in self.profiles]
         if len(rms) < 3:
             return []
-        median = rms[len(rms) // 2]
-        return [p for p in self.profiles if self.step_rms(p) > OUTLIER_RMS * median]
+        median = sorted(rms)[len(rms) // 2]
+        return [p for p, r in zip(self.profiles, rms) if r > OUTLIER_RMS * median]
 
 
 def _rss(coef: Mapping[int, float], xtx: Sequence[Sequence[float]], xty: Sequence[float], yty: float) -> float:
