@@ -107,14 +107,19 @@ def _from_defaults(base: dict) -> dict:
     return _model.update(_setup(study), study.get_trials(deepcopy=False))
 
 
-def _seeded_then_pooled(base: dict, seed: dict) -> tuple[dict, float]:
+def _seeded(record: dict) -> dict:
     """What the study launches first from the defaults' search alone (its values: a graph at least as wide as the
-    running limit), and the seed's capacity by the model pooled with the seed's own search."""
-    seeded = _from_defaults(base)["seed"]["values"]
+    running limit)."""
+    seeded = record["seed"]["values"]
     assert seeded["cuda_graph_max_bs_decode"] >= seeded["max_running_requests"]
+    return seeded
+
+
+def _pooled_at_seed(base: dict, seed: dict) -> float:
+    """The seed's capacity by the model fitted on the defaults' search pooled with the seed's own."""
     pooled = ServerModel.fit(_profiles(base), running_limit=4096, graph_bs=256,
                              pooled=[Search(_profiles(seed), 51, 152)])  # fmt: skip
-    return seeded, pooled.capacity(SLOS, running_limit=51, graph_bs=152)
+    return pooled.capacity(SLOS, running_limit=51, graph_bs=152)
 
 
 def test_a_model_that_sees_no_resolvable_gain_probes_the_bursts_then_refits_on_both():
@@ -427,7 +432,7 @@ def test_on_a_fifth_lent_h100_the_defaults_alone_read_the_seed_within_10_percent
     assert abs(alone.per_running_ms - base["engine"]["per_running_ms"]) < 0.02
     limits = {n: alone.capacity(SLOS, running_limit=n, graph_bs=152) for n in (32, 40, 48, 56, 64)}
     assert max(limits, key=limits.get) == 48
-    seeded, pooled = _seeded_then_pooled(base, seed)
+    seeded, pooled = _seeded(_from_defaults(base)), _pooled_at_seed(base, seed)
     assert 48 <= seeded["max_running_requests"] <= 54
     assert pooled == pytest.approx(seed["capacity"], rel=0.02)
 
@@ -463,7 +468,7 @@ def test_on_a_sixth_lent_h100_the_defaults_alone_read_the_seed_15_percent_low_an
     assert alone.capacity(SLOS) == pytest.approx(base["capacity"], rel=0.03)
     assert 0.80 * seed["capacity"] <= alone.capacity(SLOS, running_limit=51, graph_bs=152) <= 0.90 * seed["capacity"]
     assert alone.per_running_ms > 3 * base["engine"]["per_running_ms"] > 0
-    seeded, pooled = _seeded_then_pooled(base, seed)
+    seeded, pooled = _seeded(_from_defaults(base)), _pooled_at_seed(base, seed)
     assert 44 <= seeded["max_running_requests"] <= 51
     assert pooled == pytest.approx(seed["capacity"], rel=0.05)
 
@@ -479,14 +484,14 @@ def test_on_a_seventh_lent_h100_a_step_in_a_prefill_cascade_is_left_out_of_the_t
     assert alone.left_out == [pytest.approx(16.32, abs=0.01)]
     assert alone.residual_ms < 2.5
     assert alone.capacity(SLOS) == pytest.approx(base["capacity"], rel=0.07)
-    seeded, pooled = _seeded_then_pooled(base, seed)
-    assert 44 <= seeded["max_running_requests"] <= 56
-    assert pooled == pytest.approx(seed["capacity"], rel=0.05)
-    assert any("without the step at 16.32 req/s" in line for line in model_lines(_from_defaults(base)))
+    record = _from_defaults(base)
+    assert 44 <= _seeded(record)["max_running_requests"] <= 56
+    assert _pooled_at_seed(base, seed) == pytest.approx(seed["capacity"], rel=0.05)
+    assert any("without the step at 16.32 req/s" in line for line in model_lines(record))
 
     first, first_seed, first_alone = _pair("h100-s29")
     assert first_alone.left_out == []
-    assert _seeded_then_pooled(first, first_seed)[1] == pytest.approx(first_seed["capacity"], rel=0.05)
+    assert _pooled_at_seed(first, first_seed) == pytest.approx(first_seed["capacity"], rel=0.05)
 
     monkeypatch.setattr(servermodel, "OUTLIER_RMS", float("inf"))  # every step in, as before
     kept = ServerModel.fit(_profiles(base), running_limit=4096, graph_bs=256)
