@@ -8,7 +8,7 @@
 # (setsid: the device keeps such a process until the machine goes back), with OUT=/tmp/sgl/job/out and
 # BUDGET_S=JOB_BUDGET_S, then polls. poll: waits up to WAIT_S (default 570) for the job to end, copying
 # into this call's $OUT, every 30 s and at the end, the job's run.log and a snapshot of /tmp/sgl/certified
-# without server logs (certified-snap.tar.xz), so a call cut by the session's budget still brings back
+# (resolve_tune_launch.sh's /tmp/sgl/tune too) without server logs (certified-snap.tar.xz, tune-snap.tar.xz), so a call cut by the session's budget still brings back
 # what was measured; once the job has ended, everything it left in its OUT too. It prints JOB RUNNING or
 # JOB DONE. The machine goes back when idle: each poll must follow the last within its warm window.
 # The job stops its own servers at its end (lib.sh's stop_ours); `stop` ends the job's process group.
@@ -20,8 +20,10 @@ J=/tmp/sgl/job
 mode=${1:?start, poll or stop}
 snap() {
   cp -f "$J/out/run.log" "$OUT/run.log" 2>/dev/null
-  [ -d /tmp/sgl/certified ] && tar cf - -C /tmp/sgl --exclude server.log --exclude '*.log.gz' certified 2>/dev/null \
-    | xz -3 -T0 > "$OUT/certified-snap.tar.xz.part" && mv -f "$OUT/certified-snap.tar.xz.part" "$OUT/certified-snap.tar.xz"
+  local d; for d in certified tune; do   # certified_capacity.sh's runs, resolve_tune_launch.sh's study
+    [ -d /tmp/sgl/$d ] && tar cf - -C /tmp/sgl --exclude server.log --exclude '*.log.gz' $d 2>/dev/null \
+      | xz -3 -T0 > "$OUT/$d-snap.tar.xz.part" && mv -f "$OUT/$d-snap.tar.xz.part" "$OUT/$d-snap.tar.xz"
+  done
 }
 running() { [ -f "$J/pgid" ] && kill -0 -- "-$(cat "$J/pgid")" 2>/dev/null; }
 case $mode in
