@@ -28,4 +28,4 @@ if [ -f scripts/postgres.sh ]; then
   trap 'bash scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT
 fi
 echo "== pytest"
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 "$@"   # the slowest 25: CI has 90 minutes
