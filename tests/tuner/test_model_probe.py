@@ -19,7 +19,7 @@ from servetune.bench.capacity import CapacityStep
 from servetune.bench.servermodel import Search, ServerModel
 from servetune.bench.slo import parse_slos
 from servetune.catalog import load_catalog
-from servetune.tuner import _model
+from servetune.tuner import _model, progress
 from servetune.tuner.progress import model_lines
 from servetune.tuner.space import build_space, load_shipped_space
 
@@ -512,3 +512,18 @@ def test_of_every_recorded_search_only_the_cascade_step_is_left_out_of_the_tpot_
             left[path.stem] = model.left_out
     assert len(list(FIXTURES.glob("*.json"))) >= 26
     assert left == {"defaults-h100-s29b": [pytest.approx(16.32, abs=0.01)]}
+
+
+def test_a_model_far_off_its_own_baseline_says_so_and_one_within_the_recorded_range_does_not():
+    """`progress.LEVEL_OFF`: the study's record on the recorded search whose baseline the model read furthest off
+    (the first lent H100's defaults, +23%) prints no warning; the same record with the baseline measured as the
+    stand-in's image-stream study measured its own (the model 64% above it) says the model reads it +64% and why."""
+    record = _from_defaults(_search("defaults-h100-s23"))
+    off = record["baseline_predicted"] / record["baseline_measured"] - 1.0
+    assert 0.15 < off < progress.LEVEL_OFF
+    assert not any("reads its own baseline" in line for line in model_lines(record))
+    far = {**record, "baseline_measured": record["baseline_predicted"] / 1.64}
+    lines = model_lines(far)
+    (warning,) = [line for line in lines if "reads its own baseline" in line]
+    assert warning.startswith("  it reads its own baseline +64%: something it does not model bounds this server")
+    assert lines.index(warning) == 1  # beside the fit it qualifies (no SGLang clock on that search)
