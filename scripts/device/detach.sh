@@ -7,10 +7,11 @@
 # start: copies the repo (with .sgl and .whl) to /tmp/sgl/job/repo and runs JOB there in a new session
 # (setsid: the device keeps such a process until the machine goes back), with OUT=/tmp/sgl/job/out and
 # BUDGET_S=JOB_BUDGET_S, then polls. poll: waits up to WAIT_S (default 570) for the job to end, copying
-# into this call's $OUT, every 30 s and at the end, the job's run.log and a snapshot of /tmp/sgl/certified
-# (resolve_tune_launch.sh's /tmp/sgl/tune too) without server logs (certified-snap.tar.xz, tune-snap.tar.xz), so a call cut by the session's budget still brings back
-# what was measured; once the job has ended, everything it left in its OUT too. It prints JOB RUNNING or
-# JOB DONE. The machine goes back when idle: each poll must follow the last within its warm window.
+# into this call's $OUT, every 30 s and at the end, the job's run.log and snapshots of /tmp/sgl/certified and
+# /tmp/sgl/tune (resolve_tune_launch.sh's study) without server logs (certified-snap.tar.xz, tune-snap.tar.xz),
+# so a call cut by the session's budget still brings back what was measured; once the job has ended, everything
+# it left in its OUT too. It prints JOB RUNNING or JOB DONE. The machine goes back when idle: each poll must
+# follow the last within its warm window.
 # The job stops its own servers at its end (lib.sh's stop_ours); `stop` ends the job's process group.
 # JOB_END_IN_S=N on a poll moves the job's budget to end N s from now (lib.sh's `left` reads it), e.g. once
 # the first call's reply tells how much device time the machine's start left.
