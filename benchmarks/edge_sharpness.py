@@ -5,8 +5,8 @@ over every recorded search (prints figures; not a test).
 
 The recorded searches are tests/fixtures/h200/searches/*.json (real SGLang 0.5.17 on lent H200s and H100s,
 Qwen2.5-VL-3B weight-free, `single-image-stream`, p99 TTFT <= 2 s and p99 TPOT <= 25 ms, 95% confidence). For
-each search with a capacity C, every judged step (met, missed or undecided; a screening step and an invalid one
-left out) is placed at rate / C. Printed:
+each search with a capacity C, every judged step (met, missed or undecided; an invalid one left out) is placed
+at rate / C. Printed:
 
 - per bin of rate / C: steps met of steps run, the share with its 95% Wilson interval. The steps at C itself
   are shown apart: the search chose C because they were met (at least two of them), so their share is biased up;
@@ -45,8 +45,8 @@ def wilson(met: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def judged_steps(search: dict) -> list[dict]:
-    """The search's steps that carry a verdict on a rate (screening steps and invalid ones left out)."""
-    return [s for s in search["steps"] if s["state"] in JUDGED and not s.get("screening")]
+    """The search's steps that carry a verdict on a rate (invalid ones left out)."""
+    return [s for s in search["steps"] if s["state"] in JUDGED]
 
 
 def by_rate(steps: list[dict]) -> dict[float, list[str]]:
