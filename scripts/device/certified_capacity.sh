@@ -28,11 +28,7 @@ stamp "certified_capacity on $(nvidia-smi --query-gpu=name,uuid,driver_version,m
 stamp "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"  # lent machines differ
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b)
-# the recorded H200 profile on an H200 (every earlier section resolved from it); on any other card (an H100 is
-# lent too) NVML detects the card, so the rules resolve for the GPU that runs
-HW_ARGS=(--hardware "$REPO/tests/fixtures/hardware/h200-detected.yaml")
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || HW_ARGS=()
-stamp "hardware: ${HW_ARGS[*]:-NVML detection}"
+hardware_args
 PINS=(--set attention_backend=triton --set mm_attention_backend=triton_attn --set sampling_backend=pytorch
       --set grammar_backend=none --set load_format=dummy)
 export SERVETUNE_SGLANG_CMD="bash $REPO/scripts/device/sgl_fast_stop.sh"

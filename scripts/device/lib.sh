@@ -50,6 +50,15 @@ pack_cache() {
   stamp "cache.tar.xz: $(du -h "$OUT/cache.tar.xz" | cut -f1)"
 }
 
+# HW_ARGS: the recorded H200 profile on an H200 (the earlier sections resolved from it); on any other card (an H100
+# is lent too) none, so NVML detects the card and the rules and the study's model read the GPU that runs; a dry
+# run here (DEV_DRYRUN, no GPU) keeps the H200 profile
+hardware_args() {
+  HW_ARGS=(--hardware "$REPO/tests/fixtures/hardware/h200-detected.yaml")
+  [ -n "${DEV_DRYRUN:-}" ] || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200 || HW_ARGS=()
+  stamp "hardware: ${HW_ARGS[*]:-NVML detection}"
+}
+
 dev_setup() {  # ARCH
   local arch=${1:-qwen2_5_vl_3b}
   if [ -n "${DEV_DRYRUN:-}" ]; then   # here, no GPU: stand-in server, model dirs from $DEV_DRYRUN/<arch>

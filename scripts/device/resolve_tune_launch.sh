@@ -21,10 +21,7 @@ stamp "resolve_tune_launch STEPS='$STEPS' on $(nvidia-smi --query-gpu=name,drive
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b); M8=$(model_dir qwen3_vl_8b)
 HW=$REPO/tests/fixtures/hardware/h200-detected.yaml
-# tune: the recorded H200 profile on an H200 (sections 4-18 resolved from it); on any other card (an H100 is lent
-# too) NVML detects the card, so the study's rules and model read the GPU that runs
-TUNE_HW=(--hardware "$HW")
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || TUNE_HW=()
+hardware_args   # tune: the recorded H200 profile on an H200, else NVML detection
 PINS=(--set attention_backend=triton --set mm_attention_backend=triton_attn --set sampling_backend=pytorch
       --set grammar_backend=none --set load_format=dummy)
 export SERVETUNE_SGLANG_CMD="bash $REPO/scripts/device/sgl_fast_stop.sh"
@@ -67,7 +64,7 @@ step_tune() {
     objective=(--objective capacity --slo "${TUNE_SLO_TTFT:-p99_ttft_ms<=2000}" --slo "${TUNE_SLO_TPOT:-p99_tpot_ms<=25}"
                ${TUNE_SEARCH:---start-rate 12})
   fi
-  timeout --foreground -s INT -k 40 $lim $ST tune --model "$M3" "${TUNE_HW[@]}" --sglang-version 0.5.17 --workload single-image-stream \
+  timeout --foreground -s INT -k 40 $lim $ST tune --model "$M3" "${HW_ARGS[@]}" --sglang-version 0.5.17 --workload single-image-stream \
     "${pins[@]}" "${objective[@]}" --space "${TUNE_SPACE:-scripts/device/space-0.5.17.yaml}" --trials ${TUNE_TRIALS:-4} --confirm ${TUNE_CONFIRM:-0} \
     --storage sqlite:///$T/study.db --study h200-qwen2_5_vl_3b-single-image-stream --run-dir $T \
     --startup-timeout 300 --seed ${TUNE_SEED:-0} ${TUNE_REQUESTS:+--requests $TUNE_REQUESTS} ${TUNE_LOCAL:+--local-trials $TUNE_LOCAL} \
