@@ -796,9 +796,16 @@ class ServerModel(BaseModel):
                     head += k
                 elif running:
                     dt = step_s + grow_s * running + (eager_s if running > graph else 0.0)
-                    t += dt
-                    area += running * dt
-                    step += 1
+                    # decode steps of one batch until the next event: a request finishes, or one arrives while
+                    # a slot is free (the same additions one step at a time, so the same floats)
+                    done_at = finishing[0][0]
+                    arrives = times[came] if running < limit and came < count else math.inf
+                    while True:
+                        t += dt
+                        area += running * dt
+                        step += 1
+                        if step >= done_at or t >= arrives:
+                            break
                     while finishing and finishing[0][0] <= step:
                         end[heapq.heappop(finishing)[1]] = t
                 elif came < count:
