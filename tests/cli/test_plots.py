@@ -74,8 +74,9 @@ def test_a_soak_without_matplotlib_says_once_that_it_drew_nothing(tmp_path, as_j
     from servetune.launch import LaunchOptions, start_server
 
     options = LaunchOptions(sglang_cmd=STANDIN, run_dir=tmp_path / "server", wait_gpu_release=False)
+    # 16 req/s: a soak goes on until its verdict has the judged requests it needs (20 s at 4 req/s, 6 s at 16)
     with start_server(["--model-path", "m"], {}, {}, options) as server:
-        common = ["bench", "--url", server.url, "-w", "text-chat", "--slo", "p90_ttft_ms<=2000", "--request-rate", "4",
+        common = ["bench", "--url", server.url, "-w", "text-chat", "--slo", "p90_ttft_ms<=2000", "--request-rate", "16",
                   "--soak-seconds", "3", "--step-warmup-seconds", "0.5", "--backlog-seconds", "2", "--warmup-wave", "2",
                   *(["--json"] if as_json else [])]  # fmt: skip
         out = _cli(*common, "--run-dir", "bare", without="matplotlib", cwd=tmp_path)
