@@ -47,7 +47,9 @@ def test_a_server_you_started_gets_the_same_search_and_a_soak(tmp_path):
         sglang_cmd=[sys.executable, "-m", "servetune.testing.standin"], run_dir=tmp_path / "server",
         wait_gpu_release=False,
     )  # fmt: skip
-    server = start_server(["--model-path", "m", "--max-running-requests", "4"], {}, {}, options)
+    # the stand-in at twice its default pace: a step gathers the judged requests its verdict needs in half the time
+    fast = {"SERVETUNE_STANDIN_TIME_SCALE": "0.125"}
+    server = start_server(["--model-path", "m", "--max-running-requests", "4"], fast, {}, options)
     try:
         common = [
             sys.executable, "-m", "servetune", "bench", "--url", server.url, "--workload", "text-chat",
