@@ -132,11 +132,13 @@ def test_the_best_running_limit_it_predicts_is_certified_within_15_percent():
     """Fit on the defaults' search, the best running limit under the graph is predicted well above the
     baseline; certified on a fresh launch it lands within 15% of the prediction."""
     model, cap = _baseline_model()
+    from servetune.tuner._model import SCREEN_TOP
+
     # as a study's seed is found (`tuner._model.seed`): every limit by the first, cheaper reading, then the
-    # twelve best of those in full
+    # best of those in full
     screened = sorted(range(16, 65), key=lambda limit: -model.capacity(SLOS, running_limit=limit, graph_bs=32,
                                                                         screen=True))  # fmt: skip
-    best = max(screened[:12], key=lambda limit: model.capacity(SLOS, running_limit=limit, graph_bs=32))
+    best = max(screened[:SCREEN_TOP], key=lambda limit: model.capacity(SLOS, running_limit=limit, graph_bs=32))
     predicted = model.capacity(SLOS, running_limit=best, graph_bs=32)
     assert predicted > 1.2 * model.capacity(SLOS) and best <= 32
     other = StandinServer(argv=["--max-running-requests", str(best)], input_tokens=128, output_tokens=128, images=1,
