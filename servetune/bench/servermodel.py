@@ -800,9 +800,10 @@ class ServerModel(BaseModel):
                     # a slot is free (the same additions one step at a time, so the same floats)
                     done_at = finishing[0][0]
                     arrives = times[came] if running < limit and came < count else math.inf
+                    busy = running * dt
                     while True:
                         t += dt
-                        area += running * dt
+                        area += busy
                         step += 1
                         if step >= done_at or t >= arrives:
                             break
