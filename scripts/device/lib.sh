@@ -53,8 +53,9 @@ pack_cache() {
 # HW_ARGS: the recorded H200 profile on an H200 (the earlier sections resolved from it); on any other card (an H100
 # is lent too) none, so NVML detects the card and the rules and the study's model read the GPU that runs; a dry
 # run here (DEV_DRYRUN, no GPU) keeps the H200 profile
+H200_PROFILE=$REPO/tests/fixtures/hardware/h200-detected.yaml   # NVML's answers recorded on the lent H200
 hardware_args() {
-  HW_ARGS=(--hardware "$REPO/tests/fixtures/hardware/h200-detected.yaml")
+  HW_ARGS=(--hardware "$H200_PROFILE")
   [ -n "${DEV_DRYRUN:-}" ] || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200 || HW_ARGS=()
   stamp "hardware: ${HW_ARGS[*]:-NVML detection}"
 }

@@ -20,7 +20,7 @@ BUDGET_S=${BUDGET_S:-560}
 stamp "resolve_tune_launch STEPS='$STEPS' on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)"
 dev_setup qwen2_5_vl_3b || exit 1
 M3=$(model_dir qwen2_5_vl_3b); M8=$(model_dir qwen3_vl_8b)
-HW=$REPO/tests/fixtures/hardware/h200-detected.yaml
+HW=$H200_PROFILE   # resolve and launch8b: the recorded H200 profile on any card
 hardware_args   # tune: the recorded H200 profile on an H200, else NVML detection
 PINS=(--set attention_backend=triton --set mm_attention_backend=triton_attn --set sampling_backend=pytorch
       --set grammar_backend=none --set load_format=dummy)
