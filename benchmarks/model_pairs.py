@@ -3,14 +3,15 @@
     python benchmarks/model_pairs.py [--fixed-share 0 0.45] [--pairs h100-s27 s9] [--limits 44 51 58]
 
 A pair is SGLang's defaults and the seed (`max_running_requests` 51, `cuda_graph_max_bs_decode` 152; on
-session 9's H200, a limit of 48) certified on one machine, recorded in tests/fixtures/h200/searches/. For each
+session 9's H200, a limit of 48; on session 33's H100, the study's own first sampled trial, 55 with a 120-wide
+graph) certified on one machine, recorded in tests/fixtures/h200/searches/. For each
 pair and each `--fixed-share` (`ServerModel.fit`'s `prefill_fixed_share`: the share of a prefilled request's
 cost its prefill batch's requests share, where SGLang's prefill lines show it batching), the model is fitted
 as a study fits it: on the defaults' search alone (what seeds the study's first sampled launch), then pooled
 with the seed's own search (after that launch). Printed: the defaults' and the seed's certified capacities,
 each model's reading of both (its error in brackets), and the requests per prefill batch of each search by
 SGLang's prefill lines. Last, per share, the mean and mean absolute error of the seed's reading, alone and pooled.
-With `--limits`, each model's capacity at those running limits too (the seed's 152-wide graph): where it puts the
+With `--limits`, each model's capacity at those running limits too (with the seed's graph): where it puts the
 machine's best limit, alone and once the seed's search is pooled.
 """
 
@@ -29,7 +30,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "h200" / "searches"
 PAIRS = {
     "h100-s23": "seed-h100-s23", "h100-s23b": "seed-h100-s23b", "h100-s24": "seed-h100-s24",
     "h100-s26": "seed-h100-s26", "h100-s27": "seed-h100-s27", "h100-s28": "seed-h100-s28",
-    "h100-s29": "seed-h100-s29", "h100-s29b": "seed-h100-s29b",
+    "h100-s29": "seed-h100-s29", "h100-s29b": "seed-h100-s29b", "h100-s33": "model-h100-s33",
     "s16": "seed-s16", "s22": "seed-s22", "s9": "mrr48-s9",
 }  # fmt: skip
 """The defaults' fixture (`defaults-<key>`) -> the seed's, both certified on one machine."""

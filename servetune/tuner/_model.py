@@ -471,6 +471,7 @@ def _refit(setup: StudySetup, trials: list, record: dict[str, Any]) -> dict[str,
     running, graph = field_of(space.params, RUNNING), field_of(space.params, GRAPH)
     baseline = _baseline_values(base, space)
     refit["alone"] = record["model"]
+    refit["baseline_alone"] = record.get("baseline_predicted")  # what the fit on the baseline alone read it at
     refit["predicted"] = round(predict(model, slos, {**baseline, **values}, running, graph), 4)
     record["model"] = model.summary()
     record["refit"] = refit
