@@ -144,9 +144,11 @@ def _level_lines(record: dict[str, Any]) -> list[str]:
     not fit both searches (on a lent H100 the pooled fit read SGLang's defaults +30% and the seed +4%, alone +7%
     and -11%), which is said as that."""
     measured, refit = record.get("baseline_measured"), record.get("refit") or {}
-    alone = refit.get("baseline_alone") if refit.get("alone") else record.get("baseline_predicted")
     if not measured:
         return []
+    refitted = bool(refit.get("alone"))  # `baseline_predicted` is then the pooled fit's reading
+    alone = refit.get("baseline_alone") if refitted else record.get("baseline_predicted")
+    pooled = record.get("baseline_predicted") if refitted else None
     lines = []
     if alone and abs(alone / measured - 1.0) > LEVEL_OFF:
         lines.append(
@@ -154,7 +156,6 @@ def _level_lines(record: dict[str, Any]) -> list[str]:
             "server (a host-side ceiling such as image preprocessing, or the client), so its capacities here are "
             "uncertain; every config it seeds is measured before anything is adopted"
         )
-    pooled = record.get("baseline_predicted") if refit.get("alone") else None
     if pooled and abs(pooled / measured - 1.0) > LEVEL_OFF:
         what = "seed" if refit.get("of") == "model" else "probe"
         lines.append(
