@@ -14,6 +14,9 @@ and run again with the same study goes on where it stopped, reusing what was mea
 directory. A search cut short goes on from the steps it finished (its partial directory kept aside as
 `NAME.interrupted-K`, the kept steps copied from there); so do a config's soaks (a winner's soak that
 did not hold and was followed by one a resolution lower is kept; the soak it was stopped in runs again).
+Each measurement is stored with the machine it ran on, and a round's pair shares one: a baseline's round
+measured on another machine than the one its finalist's round runs on is measured again there (the earlier
+one kept in the journal's `elsewhere`), because a rate does not travel between machines.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from servetune.tuner._evaluate import evaluate, evaluate_capacity
 from servetune.tuner._options import CONFIRM_SOAK_TRIES
 from servetune.tuner._result import TrialSummary, baseline_of, confirmation_history, rank_feasible
 from servetune.tuner._trial import reference_rate, runaway_guard
-from servetune.tuner.events import Confirmed, ConfirmResumed, ConfirmRound, ConfirmSkipped
+from servetune.tuner.events import Confirmed, ConfirmResumed, ConfirmRound, ConfirmSkipped, ConfirmUnpaired
 
 if TYPE_CHECKING:
     from servetune.runner import BaseRunner
@@ -44,6 +47,9 @@ BETTER, WORSE, NOISE = "better", "worse", "not distinguishable from noise"
 
 Measure = Callable[[Hashable], tuple[float | None, str | None]]
 """`measure(key) -> (value, failure class)`: one fresh measurement of one config."""
+PairedMeasure = Callable[[Hashable, int, Hashable], tuple[float | None, str | None]]
+"""`measure(key, round, finalist) -> (value, failure class)`: `key`'s measurement in that round of the
+baseline's pairing with `finalist` (`in_turn`)."""
 
 
 def run_interleaved(
@@ -146,7 +152,6 @@ def confirm(
     rounds = s.options.confirm_rounds
     by_number = {t.number: t for t in [baseline, *finalists]}
     reference = reference_rate(s)
-    counter: dict[int, int] = {}
     history = confirmation_history(s.study.user_attrs)
     plan = {
         "objective": objective.name, "baseline": baseline.number, "finalists": [t.number for t in finalists],
@@ -159,23 +164,34 @@ def confirm(
     journal["run_dir"] = str(out_dir)
     s.study.set_user_attr(JOURNAL, journal)  # before the first measurement: one stopped in it resumes here
 
-    def measure(number: Hashable) -> tuple[float | None, str | None]:
+    def measure(number: Hashable, rnd: int, partner: Hashable) -> tuple[float | None, str | None]:
         t = by_number[number]
-        counter[t.number] = counter.get(t.number, 0) + 1
-        key = f"{t.number}/{counter[t.number]}"
-        if key in journal["done"]:
-            value, failure = journal["done"][key]
+        key = f"{t.number}/{rnd}"
+        here = runner.machine()
+        if t is baseline:
+            stored = _paired(journal, key, f"{partner}/{rnd}", here)
+        else:
+            stored = journal["done"].get(key)
+        if stored is not None:
+            value, failure = stored
             return value, failure
-        run_dir, partial = _set_aside(out_dir / f"r{counter[t.number]}-trial-{t.number:04d}")
+        run_dir, partial = _set_aside(out_dir / f"r{rnd}-trial-{t.number:04d}")
+        if key in journal["done"]:  # the baseline's round ran on another machine than its partner's runs on
+            there = journal["machines"][key]
+            journal.setdefault("elsewhere", {}).setdefault(key, []).append(
+                {"result": journal["done"].pop(key), "machine": there, "run_dir": str(partial)}
+            )
+            partial = None  # its steps are that machine's
+            on_event(ConfirmUnpaired(trial=t.number, round=rnd, there=there, here=here))
         m = _remeasure(
             s, runner, t, run_dir, guarded=t is not baseline, reference=reference, stop=stop,
-            round_=counter[t.number], resume=partial,
+            round_=rnd, resume=partial,
         )  # fmt: skip
         if stop.is_set():
             raise KeyboardInterrupt
         value = objective.value(m.metrics) if m.metrics and not m.stopped_early else None
         failure = m.failure.cls if m.failure is not None else "below_floor" if m.stopped_early else None
-        _write(s, journal, key, [value, failure], machine=runner.machine())
+        _write(s, journal, key, [value, failure], machine=here)
         return value, failure
 
     def on_round(rnd: int, number: Hashable) -> None:
@@ -204,6 +220,7 @@ def confirm(
         if soaks:
             record["soaks"] = soaks
     record["run_dir"] = str(out_dir)
+    record.update({k: journal[k] for k in ("machines", "elsewhere") if journal.get(k)})  # which ran where
     s.study.set_user_attr("confirmations", [*history, record])
     s.study.set_user_attr("confirmation", record)
     s.study.set_user_attr(JOURNAL, None)  # finished: a later confirmation starts afresh
@@ -245,36 +262,41 @@ def in_turn(
     base: Hashable,
     finalists: Sequence[Hashable],
     rounds: int,
-    measure: Measure,
+    measure: PairedMeasure,
     *,
     direction: str,
     on_round: Callable[[int, Hashable], None] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
-    """Finalists in rank order, each interleaved with the baseline for `rounds` (`run_interleaved`); the
-    baseline's rounds are measured once and shared. The first finalist `better` is chosen and the rest
-    are not measured; one that is not hands over to the next. Returns (the baseline's record, each
+    """Finalists in rank order, each interleaved with the baseline for `rounds` (`run_interleaved`). The
+    first finalist `better` is chosen and the rest are not measured; one that is not hands over to the
+    next. `measure` is asked for the baseline's round in every finalist's pairing and shares what it stored
+    (the baseline's rounds are measured once) where it can pair. Returns (the baseline's record, each
     finalist's record with its `trial`, the chosen one or None)."""
-    shared: list[tuple[float | None, str | None]] = []
-
-    def paired(key: Hashable, calls: dict[Hashable, int]) -> tuple[float | None, str | None]:
-        if key != base:
-            return measure(key)
-        k = calls[key] = calls.get(key, 0) + 1
-        if k > len(shared):
-            shared.append(measure(key))
-        return shared[k - 1]
-
     records: list[dict[str, Any]] = []
     out: dict[str, Any] = {"base": {"values": [], "failures": [], "noise": NOISE_FLOOR}}
-    for key in finalists:
-        calls: dict[Hashable, int] = {}
-        out = run_interleaved(
-            [base, key], rounds, lambda k, calls=calls: paired(k, calls), direction=direction, on_round=on_round
-        )
-        records.append({"trial": key, **out["others"][key]})
+    for finalist in finalists:
+        calls = {base: 0, finalist: 0}
+
+        def one(key: Hashable, calls: dict[Hashable, int] = calls, finalist: Hashable = finalist) -> Any:
+            calls[key] += 1
+            return measure(key, calls[key], finalist)
+
+        out = run_interleaved([base, finalist], rounds, one, direction=direction, on_round=on_round)
+        records.append({"trial": finalist, **out["others"][finalist]})
         if records[-1]["verdict"] == BETTER:
             return out["base"], records, records[-1]
     return out["base"], records, None
+
+
+def _paired(journal: dict[str, Any], key: str, partner: str, here: str | None) -> list[Any] | None:
+    """The baseline's stored measurement `key` (a round) that pairs with `partner`'s in the same round: one
+    from the machine `partner`'s ran on where it has run, else from `here`; None: none (measure it here).
+    Where a side cannot tell its machine (None), any pairs."""
+    machines = journal.get("machines") or {}
+    stored = [(journal["done"][key], machines.get(key))] if key in journal["done"] else []
+    stored += [(e["result"], e["machine"]) for e in (journal.get("elsewhere") or {}).get(key, [])]
+    want = machines.get(partner) if partner in journal["done"] else here
+    return next((result for result, there in stored if want is None or there is None or there == want), None)
 
 
 def _kept_note(finalists: list[dict[str, Any]]) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "ConfirmResumed",
     "ConfirmRound",
     "ConfirmSkipped",
+    "ConfirmUnpaired",
     "Confirmed",
     "Converged",
     "LostTrials",
@@ -148,6 +149,17 @@ class ConfirmRound:
 
 
 @dataclass(frozen=True)
+class ConfirmUnpaired:
+    """The baseline's round ran on another machine than its finalist's round runs on: measured again here
+    (a rate does not travel between machines), the earlier one kept."""
+
+    trial: int
+    round: int
+    there: str
+    here: str | None
+
+
+@dataclass(frozen=True)
 class ConfirmResumed:
     """A confirmation an earlier run left unfinished goes on: its measurements taken so far are reused."""
 
@@ -188,6 +200,8 @@ TuneEvent = Union[
     Converged,
     BudgetSpent,
     ConfirmRound,
+    ConfirmResumed,
+    ConfirmUnpaired,
     ConfirmSkipped,
     Confirmed,
     ModelFitted,

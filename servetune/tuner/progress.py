@@ -95,6 +95,11 @@ class TuneProgress:
             )
         elif isinstance(event, ev.ConfirmRound):
             p.console.print(f"re-measuring trial {event.trial} (round {event.round}/{event.rounds})")
+        elif isinstance(event, ev.ConfirmUnpaired):
+            p.console.print(
+                f"[yellow]trial {event.trial}'s round {event.round} ran on another machine ({event.there}); "
+                f"measuring it again on this one ({event.here}) so the round's pair shares a machine[/]"
+            )
         elif isinstance(event, ev.Confirmed):
             for f in event.finalists:
                 if f["median"] is not None:

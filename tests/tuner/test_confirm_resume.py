@@ -14,7 +14,8 @@ from benchmarks.study_model import study_options
 from servetune.bench.capacity import step_seed
 from servetune.testing.simulated import standin_runner
 from servetune.tuner import Tuner
-from servetune.tuner.events import ConfirmResumed, ConfirmRound
+from servetune.tuner._confirm import _paired
+from servetune.tuner.events import ConfirmResumed, ConfirmRound, ConfirmUnpaired
 from servetune.tuner.report import print_summary
 
 
@@ -207,3 +208,61 @@ def test_the_winner_soaks_at_the_median_of_its_rounds_on_the_machine_it_soaks_on
     assert _soak_rate(values, 9, {}, "GPU-c") == (19.4, True)  # rounds stored before machines were
     assert _soak_rate(values, 9, journal, None) == (19.4, False)
     assert _soak_rate([None, None], 9, journal, "GPU-a") == (None, False)
+
+
+def test_a_round_cut_between_its_pair_is_measured_again_on_the_machine_its_partner_runs_on(tmp_path):
+    """A window that ends after the baseline's round 2 and before the finalist's: resumed on another lent
+    machine, the baseline's round 2 is measured again there (the first kept under `elsewhere`), so each
+    round's ratio compares two searches on one machine; round 1 (both on the first machine) is kept."""
+    rounds: list[ConfirmRound] = []
+    holder: dict = {}
+
+    def stop_before_the_finalists_round_2(event):
+        if isinstance(event, ConfirmRound):
+            rounds.append(event)
+            if len(rounds) == 4:
+                holder["tuner"].stop()
+
+    tuner, runner = _tuner(tmp_path, stop_before_the_finalists_round_2)
+    runner.machine_id = "GPU-a"
+    holder["tuner"] = tuner
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run()
+    journal = tuner.study.user_attrs["confirm_journal"]
+    base, finalist = journal["plan"]["baseline"], journal["plan"]["finalists"][0]
+    assert sorted(journal["done"]) == sorted([f"{base}/1", f"{finalist}/1", f"{base}/2"])
+    first_r2 = journal["done"][f"{base}/2"]
+
+    events: list = []
+    again, runner2 = _tuner(tmp_path, events.append)
+    runner2.machine_id = "GPU-b"
+    again.run()
+    confirm_dir = tmp_path / "study" / "confirm"
+    second = _launches(runner2, confirm_dir)
+    assert f"r2-trial-{base:04d}" in second and f"r2-trial-{finalist:04d}" in second
+    assert not any(name.startswith("r1-") for name in second)
+    (unpaired,) = [e for e in events if isinstance(e, ConfirmUnpaired)]
+    assert (unpaired.trial, unpaired.round, unpaired.there, unpaired.here) == (base, 2, "GPU-a", "GPU-b")
+    done = again.study.user_attrs["confirmations"][-1]
+    assert done["baseline_values"][0] == pytest.approx(journal["done"][f"{base}/1"][0])
+    (kept,) = done["elsewhere"][f"{base}/2"]
+    assert kept["result"] == first_r2 and kept["machine"] == "GPU-a"
+    assert Path(kept["run_dir"]).name == f"r2-trial-{base:04d}.interrupted-1"
+    assert done["machines"][f"{base}/2"] == done["machines"][f"{finalist}/2"] == "GPU-b"
+    assert done["machines"][f"{base}/1"] == done["machines"][f"{finalist}/1"] == "GPU-a"
+
+
+def test_the_baselines_stored_round_pairs_by_machine():
+    """`_paired`: the baseline's round from the machine its partner's ran on, else from this one; a side
+    that cannot tell its machine pairs with any."""
+    journal = {
+        "done": {"2/1": [16.8, None], "9/1": [22.9, None], "5/1": [20.1, None]},
+        "machines": {"2/1": "GPU-b", "9/1": "GPU-a", "5/1": "GPU-b"},
+        "elsewhere": {"2/1": [{"result": [13.4, None], "machine": "GPU-a", "run_dir": "x"}]},
+    }
+    assert _paired(journal, "2/1", "9/1", "GPU-c") == [13.4, None]  # trial 9's round ran on GPU-a
+    assert _paired(journal, "2/1", "5/1", "GPU-a") == [16.8, None]  # trial 5's on GPU-b
+    assert _paired(journal, "2/1", "7/1", "GPU-a") == [13.4, None]  # trial 7's runs here
+    assert _paired(journal, "2/1", "7/1", "GPU-c") is None  # measured nowhere near: measure it here
+    assert _paired(journal, "2/1", "7/1", None) == [16.8, None]
+    assert _paired(journal, "2/2", "9/2", "GPU-a") is None
