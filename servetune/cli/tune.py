@@ -64,7 +64,7 @@ def tune(ctx: typer.Context, o: TuneOptions, show: TuneOutput) -> None:
         with progress:
             result = tuner.run()
     except KeyboardInterrupt as exc:
-        _interrupted(exc, tuner.setup, show.as_json)
+        _interrupted(exc, tuner.setup, show.as_json, confirming=tuner.confirming)
         raise
     if show.out is not None:
         path = write_preset(result, show.out)
@@ -128,9 +128,10 @@ def report(show: ReportOptions) -> None:
             print(f"note: no {missing}: pip install 'servetune[report]'", file=sys.stderr)
 
 
-def _interrupted(exc: BaseException, setup, as_json: bool) -> None:
+def _interrupted(exc: BaseException, setup, as_json: bool, *, confirming: bool = False) -> None:
     """The one line (the study, how to resume it, how to read it), and `interrupted.json` in the
-    study's directory: the trials finished so far, the running one failed as `interrupted` and queued again."""
+    study's directory: the trials finished so far, the running one failed as `interrupted` and queued
+    again, or, stopped in its confirmation (`confirming`), the measurements its journal keeps."""
     from servetune.cli._interrupt import report_interrupt
 
     if setup is None:
@@ -138,6 +139,7 @@ def _interrupted(exc: BaseException, setup, as_json: bool) -> None:
         return
     from servetune.interrupts import record
     from servetune.launch import write_json
+    from servetune.tuner import CONFIRM_JOURNAL
 
     name = setup.study_name
     try:
@@ -145,8 +147,10 @@ def _interrupted(exc: BaseException, setup, as_json: bool) -> None:
             t.state.is_finished() and (t.user_attrs.get("failure") or {}).get("class") != "interrupted"
             for t in setup.study.get_trials(deepcopy=False)
         )
+        journal = setup.study.user_attrs.get(CONFIRM_JOURNAL) if confirming else None
     except Exception:  # a study that cannot be read now is reported without its count
-        finished = None
+        finished, journal = None, None
+    kept = len(journal["done"]) if isinstance(journal, dict) and isinstance(journal.get("done"), dict) else None
     report_cmd = (
         f"servetune tune report --storage {shlex.quote(_redact(setup.storage_url))} --study {shlex.quote(name)}"
         + (" --json" if as_json else "")
@@ -154,11 +158,18 @@ def _interrupted(exc: BaseException, setup, as_json: bool) -> None:
     if Path(setup.run_dir).is_dir():
         data = {"interrupted": record(exc, "tune"), "study": name, "storage": _redact(setup.storage_url),
                 "trials_finished": finished, "report": report_cmd}  # fmt: skip
+        if kept is not None:
+            data["confirmation_measured"] = kept
         write_json(Path(setup.run_dir), "interrupted.json", data)
     count = f"{finished} trial(s) finished" if finished is not None else "the trials so far kept"
+    then = (
+        "the running trial is queued again"
+        if kept is None
+        else f"its unfinished confirmation keeps the {kept} measurement(s) it took and goes on from there"
+    )
     report_interrupt(
         exc,
-        f"tune stopped ({count} in study {name!r}; the running trial is queued again)",
+        f"tune stopped ({count} in study {name!r}; {then})",
         f"resume with the same command; read it with: {report_cmd}",
     )
 

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from servetune.tuner._options import SOURCES_BASELINE, TuneOptions
 from servetune.tuner._result import (
+    JOURNAL as CONFIRM_JOURNAL,
+)
+from servetune.tuner._result import (
     TrialSummary,
     TuneResult,
     load_result,
@@ -40,6 +43,7 @@ from servetune.tuner._worker import MAX_REPROPOSALS
 from servetune.tuner.output import build_preset, write_preset
 
 __all__ = [
+    "CONFIRM_JOURNAL",
     "redact_url",
     "MAX_REPROPOSALS",
     "SOURCES_BASELINE",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from servetune.tuner._evaluate import evaluate, evaluate_capacity
 from servetune.tuner._options import CONFIRM_SOAK_TRIES
-from servetune.tuner._result import TrialSummary, baseline_of, confirmation_history, rank_feasible
+from servetune.tuner._result import JOURNAL, TrialSummary, baseline_of, confirmation_history, rank_feasible
 from servetune.tuner._trial import reference_rate, runaway_guard
 from servetune.tuner.events import Confirmed, ConfirmResumed, ConfirmRound, ConfirmSkipped, ConfirmUnpaired
 
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from servetune.tuner._evaluate import Outcome
     from servetune.tuner._setup import StudySetup
 
-JOURNAL = "confirm_journal"
-"""The study user attribute holding an unfinished confirmation: its plan, directory and measurements."""
 NOISE_FLOOR = 0.03
 """A ratio within this distance of 1 is never called better or worse, whatever the measured noise."""
 BETTER, WORSE, NOISE = "better", "worse", "not distinguishable from noise"

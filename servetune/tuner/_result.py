@@ -13,6 +13,9 @@ from servetune.tuner import _storage
 from servetune.tuner._params import decode_params
 from servetune.tuner.objectives import Objective
 
+JOURNAL = "confirm_journal"
+"""The study user attribute holding an unfinished confirmation: its plan, directory and measurements."""
+
 
 @dataclass
 class TrialSummary:
@@ -285,7 +288,7 @@ def load_result(study, storage_url: str) -> TuneResult:
         meta=meta,
         confirmations=confirmation_history(study.user_attrs),
         model=study.user_attrs.get("server_model"),
-        unfinished=study.user_attrs.get("confirm_journal") or None,
+        unfinished=study.user_attrs.get(JOURNAL) or None,
     )
 
 

@@ -49,6 +49,8 @@ class Tuner:
         self.runner = runner if runner is not None else _default_runner(options)
         self.on_event: Callable[[TuneEvent], None] = on_event or (lambda event: None)
         self.setup: StudySetup | None = None
+        self.confirming = False
+        """Whether `run` has gone on to its confirmation (what an interrupt stopped: no trial is running)."""
         self._stop = threading.Event()
 
     def prepare(self) -> None:
@@ -81,6 +83,7 @@ class Tuner:
         )
         workers.run()
         if self.o.confirm_rounds > 0:
+            self.confirming = True
             self.confirm()
         return self.result()
 

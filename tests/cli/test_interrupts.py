@@ -168,6 +168,7 @@ def test_an_interrupted_study_queues_its_trial_again_and_resumes(tmp_path, sig, 
     _send(proc, sig, to_group)
     line = _finish(proc, tmp_path, sig)
     assert "tune stopped" in line and "resume with the same command" in line and "servetune tune report" in line
+    assert "the running trial is queued again" in line
     assert group_gone(pid)
     record = json.loads((run_dir / "interrupted.json").read_text())
     assert record["interrupted"]["signal"] == signal.Signals(sig).name and record["study"] == "s"

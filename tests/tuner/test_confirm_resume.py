@@ -11,7 +11,9 @@ import pytest
 from rich.console import Console
 
 from benchmarks.study_model import study_options
+from servetune import interrupts
 from servetune.bench.capacity import step_seed
+from servetune.cli.tune import _interrupted
 from servetune.testing.simulated import standin_runner
 from servetune.tuner import Tuner
 from servetune.tuner._confirm import _paired
@@ -36,7 +38,7 @@ def _launches(runner, confirm_dir: Path) -> list[str]:
     return out
 
 
-def test_a_confirmation_stopped_part_way_goes_on_where_it_stopped(tmp_path):
+def test_a_confirmation_stopped_part_way_goes_on_where_it_stopped(tmp_path, monkeypatch, capsys):
     rounds: list[ConfirmRound] = []
     holder: dict = {}
 
@@ -48,8 +50,15 @@ def test_a_confirmation_stopped_part_way_goes_on_where_it_stopped(tmp_path):
 
     tuner, runner = _tuner(tmp_path, stop_at_the_third_measurement)
     holder["tuner"] = tuner
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as stopped:
         tuner.run()
+    # the CLI's one line says what was kept: no trial was running (session 34's job limit read "the
+    # running trial is queued again")
+    monkeypatch.setattr(interrupts._STATE, "reported", False)  # `report_interrupt` marks it; restored after
+    _interrupted(stopped.value, tuner.setup, False, confirming=tuner.confirming)
+    line = capsys.readouterr().err
+    assert "its unfinished confirmation keeps the 2 measurement(s) it took" in line and "queued again" not in line
+    assert json.loads((tmp_path / "study" / "interrupted.json").read_text())["confirmation_measured"] == 2
     confirm_dir = tmp_path / "study" / "confirm"
     first = _launches(runner, confirm_dir)
     journal = tuner.study.user_attrs["confirm_journal"]
