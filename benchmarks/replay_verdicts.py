@@ -11,7 +11,8 @@ Each step is replayed (`verdict.replay`) with its own SLOs (its `metrics.json`),
 recording ends there, so a verdict today's rules would reach later reads `undecided`). Printed: how many
 recorded verdicts of each state today's rules reproduce at their moment, and for the misses, in how many arrival
 spans (`--cluster-seconds`, 5 s) the deciding SLO's judged requests lay (`SloCheck.spans`): a miss decided within
-one span rests on a cluster effect that could not be estimated (docs/capacity.md, "Bursts count once").
+one span rests on a cluster effect that could not be estimated (docs/capacity.md, "Bursts count once"), and how
+many of those the same search met at the same rate in another step (its run again: the search's rule).
 `--state`: only recorded verdicts of that state. `--rows`: one line per step too. A run directory renamed
 `*.interrupted-N` (the first attempt of a resumed run, whose steps the resumed run kept) is left out.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 from pathlib import Path
 
@@ -65,6 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     pairs: collections.Counter[tuple[str, str]] = collections.Counter()
     spans: collections.Counter[int] = collections.Counter()
+    contradicted = 0
     skipped = 0
     for path in sorted(args.root.rglob("verdict.json")):
         if "interrupted" in str(path):
@@ -81,6 +84,8 @@ def main() -> None:
         deciding = [c for c in now.slos if c.decision == "missed"]
         if now.state == "missed" and deciding:
             spans[min(c.spans for c in deciding)] += 1
+            if min(c.spans for c in deciding) == 1 and _rate(path.parent) in _met_rates(path.parent.parent):
+                contradicted += 1
         if args.rows:
             name = path.parent.relative_to(args.root)
             print(f"{name} | {rec['state']} at {rec['at_s']:.1f} s | today {now.state} | {now.why[:90]}")
@@ -92,6 +97,22 @@ def main() -> None:
         print("today's misses by the arrival spans their deciding SLO's judged requests lay in:")
         for k, n in sorted(spans.items()):
             print(f"  {k} span{'s' if k != 1 else ''}: {n}")
+        print(f"  of the 1-span misses, met at the same rate in another step of the same search: {contradicted}")
+
+
+def _rate(step: Path) -> str:
+    """A step's rate as its directory names it (`07-13.98`: `13.98`)."""
+    return step.name.partition("-")[2]
+
+
+@functools.cache
+def _met_rates(steps: Path) -> frozenset[str]:
+    """The rates a search's steps (`steps`: their folder) recorded met."""
+    met = set()
+    for path in steps.glob("*/verdict.json"):
+        if json.loads(path.read_text()).get("state") == "met":
+            met.add(_rate(path.parent))
+    return frozenset(met)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ cluster effect cannot be estimated (docs/capacity.md, "Bursts count once")."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -51,7 +52,15 @@ def test_the_script_tabulates_recorded_against_todays_verdicts_and_the_spans_of_
     assert "missed | missed | 2" in out
     assert "1 span: 2" in out
     assert "(1 without records, SLOs or a rate)" in out
+    assert "met at the same rate in another step of the same search: 0" in out
     assert "usoak-17.77 | missed at 10.1 s | today missed | p99_tpot_ms<=25 (6 of 28 over, within one span)" in out
     met_only = subprocess.run([sys.executable, str(SCRIPT), str(root), "--state", "met"], capture_output=True,
                               text=True, check=True, cwd=ROOT).stdout  # fmt: skip
     assert met_only.splitlines()[1:] == ["(0 without records, SLOs or a rate)"]  # no met step recorded there
+    # the same search meets 18.75 in a later step (its verdict alone): the one-span miss there is contradicted
+    again = root / "02-ucap" / "steps" / "05-18.75"
+    again.mkdir()
+    (again / "verdict.json").write_text(json.dumps({"state": "met", "at_s": 40.0}))
+    later = subprocess.run([sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True, check=True,
+                           cwd=ROOT).stdout  # fmt: skip
+    assert "met at the same rate in another step of the same search: 1" in later and "1 span: 2" in later
