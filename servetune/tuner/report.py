@@ -90,19 +90,28 @@ def print_summary(result: TuneResult, console=None) -> None:
 
 def _unfinished(journal: dict[str, Any]) -> str:
     """A confirmation stopped part-way, as far as it measured: each config's rounds, each finalist's ratios
-    to the baseline's same round, the soaks done; the same command resumes it."""
+    to the baseline's same round, the soaks done, and where the journal has them the machines each round ran
+    on (a resume elsewhere measures the baseline's round again where its finalist's runs); the same command
+    resumes it."""
     plan, done = journal.get("plan") or {}, journal.get("done") or {}
     base, rounds = plan.get("baseline"), int(plan.get("rounds") or 0)
+    machines = journal.get("machines") or {}
+
+    def keys(number: Any) -> list[str]:
+        return [f"{number}/{k}" for k in range(1, rounds + 1) if f"{number}/{k}" in done]
 
     def values(number: Any) -> list[float | None]:
-        return [(done.get(f"{number}/{k}") or [None])[0] for k in range(1, rounds + 1) if f"{number}/{k}" in done]
+        return [(done[key] or [None])[0] for key in keys(number)]
+
+    def where(key: str) -> str:
+        return f" on {machines[key][:12]}…" if machines.get(key) else ""
 
     parts = []
     for number in [base, *(plan.get("finalists") or [])]:
         got = values(number)
         if not got:
             continue
-        text = f"trial {number}: " + ", ".join(_fmt(v) for v in got)
+        text = f"trial {number}: " + ", ".join(_fmt(v) + where(key) for v, key in zip(got, keys(number)))
         if number != base:
             ratios = [v / b for v, b in zip(got, values(base)) if v and b]
             text += f" (x{', x'.join(f'{r:.3f}' for r in ratios)} the baseline's round)" if ratios else ""

@@ -148,6 +148,9 @@ def test_the_report_of_an_unfinished_confirmation_names_the_soaks_still_to_run()
     assert "soak of trial 9 at 21.44 req/s: met; the baseline's soak of 300 s pending" in said
     done["soak/2"] = {"trial": 2, "rate": 21.44, "state": "missed", "seconds": 300.0}
     assert "pending" not in _unfinished({"plan": plan, "done": done})
+    # session 34's journal: the baseline's round 1 measured on a ninth H100, the winner's not yet
+    journal = {"plan": plan, "done": {"2/1": [13.98, None]}, "machines": {"2/1": "GPU-5e356108-3951-3ef1"}}
+    assert "trial 2: 13.98 on GPU-5e356108…; soaks of 300 s pending" in _unfinished(journal)
 
 
 def test_a_confirmation_resumed_on_another_machine_searches_the_winner_there_before_it_soaks(tmp_path):
