@@ -164,23 +164,14 @@ def confirm(
 
     def measure(number: Hashable, rnd: int, partner: Hashable) -> tuple[float | None, str | None]:
         t = by_number[number]
-        key = f"{t.number}/{rnd}"
-        here = runner.machine()
-        if t is baseline:
-            stored = _paired(journal, key, f"{partner}/{rnd}", here)
-        else:
-            stored = journal["done"].get(key)
+        key, here = f"{t.number}/{rnd}", runner.machine()
+        stored = _paired(journal, key, f"{partner}/{rnd}", here) if t is baseline else journal["done"].get(key)
         if stored is not None:
-            value, failure = stored
-            return value, failure
+            return stored[0], stored[1]
         run_dir, partial = _set_aside(out_dir / f"r{rnd}-trial-{t.number:04d}")
         if key in journal["done"]:  # the baseline's round ran on another machine than its partner's runs on
-            there = journal["machines"][key]
-            journal.setdefault("elsewhere", {}).setdefault(key, []).append(
-                {"result": journal["done"].pop(key), "machine": there, "run_dir": str(partial)}
-            )
+            on_event(ConfirmUnpaired(trial=t.number, round=rnd, there=_elsewhere(journal, key, partial), here=here))
             partial = None  # its steps are that machine's
-            on_event(ConfirmUnpaired(trial=t.number, round=rnd, there=there, here=here))
         m = _remeasure(
             s, runner, t, run_dir, guarded=t is not baseline, reference=reference, stop=stop,
             round_=rnd, resume=partial,
@@ -192,12 +183,9 @@ def confirm(
         _write(s, journal, key, [value, failure], machine=here)
         return value, failure
 
-    def on_round(rnd: int, number: Hashable) -> None:
-        on_event(ConfirmRound(round=rnd, rounds=rounds, trial=int(number)))
-
     base, out_finalists, chosen = in_turn(
         baseline.number, [t.number for t in finalists], rounds, measure, direction=objective.direction,
-        on_round=on_round,
+        on_round=lambda rnd, number: on_event(ConfirmRound(round=rnd, rounds=rounds, trial=int(number))),
     )  # fmt: skip
     record = {
         "objective": objective.name,
@@ -295,6 +283,15 @@ def _paired(journal: dict[str, Any], key: str, partner: str, here: str | None) -
     stored += [(e["result"], e["machine"]) for e in (journal.get("elsewhere") or {}).get(key, [])]
     want = machines.get(partner) if partner in journal["done"] else here
     return next((result for result, there in stored if want is None or there is None or there == want), None)
+
+
+def _elsewhere(journal: dict[str, Any], key: str, run_dir: Path | None) -> str:
+    """Move the stored measurement `key` (with the directory it was measured in, set aside) to the journal's
+    `elsewhere`, to be measured again on this machine; returns the machine it ran on."""
+    there = journal["machines"][key]
+    entry = {"result": journal["done"].pop(key), "machine": there, "run_dir": str(run_dir)}
+    journal.setdefault("elsewhere", {}).setdefault(key, []).append(entry)
+    return there
 
 
 def _kept_note(finalists: list[dict[str, Any]]) -> str:
