@@ -168,10 +168,10 @@ def confirm(
         stored = _paired(journal, key, f"{partner}/{rnd}", here) if t is baseline else journal["done"].get(key)
         if stored is not None:
             return stored[0], stored[1]
-        run_dir, partial = _set_aside(out_dir / f"r{rnd}-trial-{t.number:04d}")
+        run_dir = out_dir / f"r{rnd}-trial-{t.number:04d}"
         if key in journal["done"]:  # the baseline's round ran on another machine than its partner's runs on
-            on_event(ConfirmUnpaired(trial=t.number, round=rnd, there=_elsewhere(journal, key, partial), here=here))
-            partial = None  # its steps are that machine's
+            on_event(ConfirmUnpaired(trial=t.number, round=rnd, there=_elsewhere(s, journal, key, run_dir), here=here))
+        run_dir, partial = _set_aside(run_dir)  # what a measurement stopped here left
         m = _remeasure(
             s, runner, t, run_dir, guarded=t is not baseline, reference=reference, stop=stop,
             round_=rnd, resume=partial,
@@ -231,15 +231,16 @@ def _write(s: StudySetup, journal: dict[str, Any], key: str, value: Any, *, mach
     s.study.set_user_attr(JOURNAL, journal)
 
 
-def _set_aside(run_dir: Path) -> tuple[Path, Path | None]:
-    """(`run_dir`, where what an interrupted measurement left there was moved: `NAME.interrupted-K`, or
-    None). A capacity search resumes from it: the steps it finished are kept, the rest run again."""
+def _set_aside(run_dir: Path, why: str = "interrupted") -> tuple[Path, Path | None]:
+    """(`run_dir`, where what an earlier measurement left there was moved: `NAME.interrupted-K`, or None).
+    A capacity search resumes from it: the steps it finished are kept, the rest run again. `why`
+    "elsewhere": a finished measurement from another machine, measured again here (`NAME.elsewhere-K`)."""
     if not run_dir.exists():
         return run_dir, None
     k = 1
-    while run_dir.with_name(f"{run_dir.name}.interrupted-{k}").exists():
+    while run_dir.with_name(f"{run_dir.name}.{why}-{k}").exists():
         k += 1
-    aside = run_dir.with_name(f"{run_dir.name}.interrupted-{k}")
+    aside = run_dir.with_name(f"{run_dir.name}.{why}-{k}")
     run_dir.rename(aside)
     return run_dir, aside
 
@@ -285,12 +286,15 @@ def _paired(journal: dict[str, Any], key: str, partner: str, here: str | None) -
     return next((result for result, there in stored if want is None or there is None or there == want), None)
 
 
-def _elsewhere(journal: dict[str, Any], key: str, run_dir: Path | None) -> str:
-    """Move the stored measurement `key` (with the directory it was measured in, set aside) to the journal's
-    `elsewhere`, to be measured again on this machine; returns the machine it ran on."""
+def _elsewhere(s: StudySetup, journal: dict[str, Any], key: str, run_dir: Path) -> str:
+    """Move the stored measurement `key` to the journal's `elsewhere` and its directory `run_dir` aside
+    (`NAME.elsewhere-K`), to be measured again on this machine, and store the journal at once (a stop in
+    the new measurement then resumes it, not the move); returns the machine it ran on."""
     there = journal["machines"][key]
-    entry = {"result": journal["done"].pop(key), "machine": there, "run_dir": str(run_dir)}
+    aside = _set_aside(run_dir, "elsewhere")[1]
+    entry = {"result": journal["done"].pop(key), "machine": there, "run_dir": str(aside)}
     journal.setdefault("elsewhere", {}).setdefault(key, []).append(entry)
+    s.study.set_user_attr(JOURNAL, journal)
     return there
 
 

@@ -38,6 +38,23 @@ def _launches(runner, confirm_dir: Path) -> list[str]:
     return out
 
 
+def _stop_in_the_third_step(runner, holder: dict, where) -> list[Path]:
+    """Make `runner` stop `holder["tuner"]` in the third rated step whose directory `where` accepts (the
+    job's time limit inside a search); returns the list the steps' directories go into as they are served."""
+    measure_fn, stepped = runner.measure_fn, []
+
+    def measure(call):
+        out = measure_fn(call)
+        if call.workload.request_rate is not None and where(call.run_dir):  # not the launch's warm-up wave
+            stepped.append(call.run_dir)
+            if len(stepped) == 3:
+                holder["tuner"].stop()
+        return out
+
+    runner.measure_fn = measure
+    return stepped
+
+
 def test_a_confirmation_stopped_part_way_goes_on_where_it_stopped(tmp_path, monkeypatch, capsys):
     rounds: list[ConfirmRound] = []
     holder: dict = {}
@@ -100,19 +117,9 @@ def test_a_confirmation_search_stopped_between_its_steps_keeps_the_steps_it_fini
     tuner, runner = _tuner(tmp_path, lambda event: None, files=True)
     holder["tuner"] = tuner
     confirm_dir = tmp_path / "study" / "confirm"
-    measure_fn = runner.measure_fn
-    stepped: list[Path] = []
-
-    def stop_in_the_third_confirmation_step(call):
-        out = measure_fn(call)
-        rated = call.workload.request_rate is not None  # not the launch's warm-up wave
-        if rated and call.run_dir.is_relative_to(confirm_dir) and call.run_dir.parent.name == "steps":
-            stepped.append(call.run_dir)
-            if len(stepped) == 3:
-                holder["tuner"].stop()
-        return out
-
-    runner.measure_fn = stop_in_the_third_confirmation_step
+    stepped = _stop_in_the_third_step(
+        runner, holder, lambda d: d.is_relative_to(confirm_dir) and d.parent.name == "steps"
+    )
     with pytest.raises(KeyboardInterrupt):
         tuner.run()
     (launch,) = {p.parent.parent for p in stepped}
@@ -224,8 +231,10 @@ def test_the_winner_soaks_at_the_median_of_its_rounds_on_the_machine_it_soaks_on
 
 def test_a_round_cut_between_its_pair_is_measured_again_on_the_machine_its_partner_runs_on(tmp_path):
     """A window that ends after the baseline's round 2 and before the finalist's: resumed on another lent
-    machine, the baseline's round 2 is measured again there (the first kept under `elsewhere`), so each
-    round's ratio compares two searches on one machine; round 1 (both on the first machine) is kept."""
+    machine, the baseline's round 2 is measured again there (the first kept under `elsewhere`, its directory
+    as `.elsewhere-1`), so each round's ratio compares two searches on one machine; round 1 (both on the
+    first machine) is kept. That re-measurement, stopped in its third step and resumed on the same machine,
+    keeps its two finished steps, and the move is not made twice."""
     rounds: list[ConfirmRound] = []
     holder: dict = {}
 
@@ -235,7 +244,7 @@ def test_a_round_cut_between_its_pair_is_measured_again_on_the_machine_its_partn
             if len(rounds) == 4:
                 holder["tuner"].stop()
 
-    tuner, runner = _tuner(tmp_path, stop_before_the_finalists_round_2)
+    tuner, runner = _tuner(tmp_path, stop_before_the_finalists_round_2, files=True)
     runner.machine_id = "GPU-a"
     holder["tuner"] = tuner
     with pytest.raises(KeyboardInterrupt):
@@ -244,22 +253,36 @@ def test_a_round_cut_between_its_pair_is_measured_again_on_the_machine_its_partn
     base, finalist = journal["plan"]["baseline"], journal["plan"]["finalists"][0]
     assert sorted(journal["done"]) == sorted([f"{base}/1", f"{finalist}/1", f"{base}/2"])
     first_r2 = journal["done"][f"{base}/2"]
+    confirm_dir = tmp_path / "study" / "confirm"
+    launch = confirm_dir / f"r2-trial-{base:04d}"
 
     events: list = []
-    again, runner2 = _tuner(tmp_path, events.append)
+    again, runner2 = _tuner(tmp_path, events.append, files=True)
     runner2.machine_id = "GPU-b"
-    again.run()
-    confirm_dir = tmp_path / "study" / "confirm"
-    second = _launches(runner2, confirm_dir)
-    assert f"r2-trial-{base:04d}" in second and f"r2-trial-{finalist:04d}" in second
-    assert not any(name.startswith("r1-") for name in second)
+    holder["tuner"] = again
+    stepped = _stop_in_the_third_step(runner2, holder, lambda d: d.parent == launch / "steps")
+    with pytest.raises(KeyboardInterrupt):
+        again.run()
     (unpaired,) = [e for e in events if isinstance(e, ConfirmUnpaired)]
     assert (unpaired.trial, unpaired.round, unpaired.there, unpaired.here) == (base, 2, "GPU-a", "GPU-b")
-    done = again.study.user_attrs["confirmations"][-1]
+    stored = again.study.user_attrs["confirm_journal"]
+    assert f"{base}/2" not in stored["done"] and len(stored["elsewhere"][f"{base}/2"]) == 1  # stored at the move
+
+    events.clear()
+    third, runner3 = _tuner(tmp_path, events.append, files=True)
+    runner3.machine_id = "GPU-b"
+    third.run()
+    assert not [e for e in events if isinstance(e, ConfirmUnpaired)]
+    served = [c.run_dir.name for c in runner3.calls if c.run_dir.parent == launch / "steps" and c.workload.request_rate]
+    assert served and not set(served) & {d.name for d in stepped[:2]}  # its two finished steps kept, not served again
+    assert not any(c.run_dir.is_relative_to(confirm_dir / f"r1-trial-{base:04d}") for c in runner3.calls)
+    done = third.study.user_attrs["confirmations"][-1]
     assert done["baseline_values"][0] == pytest.approx(journal["done"][f"{base}/1"][0])
     (kept,) = done["elsewhere"][f"{base}/2"]
     assert kept["result"] == first_r2 and kept["machine"] == "GPU-a"
-    assert Path(kept["run_dir"]).name == f"r2-trial-{base:04d}.interrupted-1"
+    assert Path(kept["run_dir"]).name == f"r2-trial-{base:04d}.elsewhere-1"  # a finished search, not a cut one
+    assert (Path(kept["run_dir"]) / "capacity.json").is_file()
+    assert launch.with_name(f"{launch.name}.interrupted-1").is_dir()  # GPU-b's stopped one, its steps kept
     assert done["machines"][f"{base}/2"] == done["machines"][f"{finalist}/2"] == "GPU-b"
     assert done["machines"][f"{base}/1"] == done["machines"][f"{finalist}/1"] == "GPU-a"
 
