@@ -49,6 +49,7 @@ from servetune.bench.engineclock import EngineClock
 from servetune.bench.schema import Metrics
 from servetune.bench.servermodel import StepProfile
 from servetune.bench.slo import LatencySlo
+from servetune.bench.stalls import Stalls
 from servetune.bench.verdict import StepJudge, StepRules, StepVerdict
 from servetune.errors import SpecError
 
@@ -222,6 +223,9 @@ class SoakResult(CapacityStep):
 
     seconds: float
     """The span asked for (s)."""
+    stalls: Stalls | None = None
+    """When SGLang's front end held arrivals from its scheduler during the soak (`stalls`); None where its
+    scheduler lines were not read."""
 
 
 class Capacity(BaseModel):
@@ -268,6 +272,9 @@ class Capacity(BaseModel):
     engine: EngineClock | None = None
     """A decode step's and a prefill's cost on this machine by SGLang's own clock, over the search's steps
     (`engineclock`); None where its scheduler lines were not read or do not time 40 decode steps."""
+    stalls: Stalls | None = None
+    """The spans in which SGLang's front end held arrivals from its scheduler, over the search's steps
+    (`stalls`); None where its scheduler lines were not read."""
 
     @property
     def bracket(self) -> tuple[float | None, float | None]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from servetune.bench.capacity import Capacity, CapacityStep, SoakResult
+    from servetune.bench.stalls import Stalls
 
 NO_PLOT = "no plot: plots need matplotlib, which is not installed (pip install 'servetune[report]')"
 
@@ -67,6 +68,7 @@ def soak_line(soak: SoakResult) -> str:
         f"soak         {soak.rate:.4g} req/s for {soak.at_s:.0f} of {soak.seconds:g} s: {soak.state}"
         + (f" ({soak.why})" if soak.why else "")
         + f"; p99 TTFT {_lat(soak, 'p99_ttft_ms')} ms, p99 TPOT {_lat(soak, 'p99_tpot_ms')} ms{more}"
+        + (f"\n{stalls_line(soak.stalls, 'soak')}" if soak.stalls is not None else "")
     )
 
 
@@ -97,6 +99,12 @@ def engine_line(cap: Capacity) -> str | None:
         f"a prefilled request {e.prefill_ms_per_request:.1f} ms at {e.requests_per_batch:.2f} a batch: "
         "compare machines by these"
     )
+
+
+def stalls_line(stalls: Stalls | None, unit: str = "step") -> str | None:
+    """`stalls  SGLang's front end held arrivals ... 31 time(s) in 448 s of steps ...` (`Stalls.describe`), else
+    None (the search's scheduler lines were not read)."""
+    return None if stalls is None else f"stalls       {stalls.describe(unit)}"
 
 
 def cost_line(cap: Capacity, timings: Any = None) -> str:
@@ -156,9 +164,9 @@ def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | s
     sustained = sustained_line(cap)
     if sustained is not None:
         console.print(sustained, highlight=False)
-    engine = engine_line(cap)
-    if engine is not None:
-        console.print(engine, highlight=False)
+    for line in (engine_line(cap), stalls_line(cap.stalls)):
+        if line is not None:
+            console.print(line, highlight=False)
     console.print(cost_line(cap, timings), highlight=False)
     for plot in plots:
         console.print(f"plot         {plot}", highlight=False)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from servetune.bench.capacity import Capacity, CapacityStep, RunSoak, SoakResult, StepOutcome, StepPlan
     from servetune.bench.servermodel import StepProfile
     from servetune.bench.slo import LatencySlo
+    from servetune.bench.stalls import Stalls
     from servetune.bench.verdict import StepRules
     from servetune.context import Resolution
     from servetune.schema.workload import Workload
@@ -262,9 +263,10 @@ class _Steps:
             plan = soak_plan(self.slos, search.rules(), rate=rate, seconds=seconds,
                              seed=soak_seed(search.seed, index), index=index + 1)  # fmt: skip
             t = time.monotonic()
-            out = self.run(plan, self.run_dir / ("soak" if alone else f"soaks/{plan.index:02d}-{rate:.4g}"))
+            where = self.run_dir / ("soak" if alone else f"soaks/{plan.index:02d}-{rate:.4g}")
+            out = self.run(plan, where)
             return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=plan.index, seconds=plan.max_s,
-                                 seed=plan.seed)  # fmt: skip
+                                 seed=plan.seed, stalls=_stalls([(plan.index, where)]))  # fmt: skip
 
         return run
 
@@ -360,13 +362,31 @@ def search_server(
 
 
 def _with_engine_clock(capacity: Capacity) -> Capacity:
-    """`capacity` with what SGLang's own clock says a decode step and a prefill cost over its steps
-    (`engineclock.engine_clock`, from each step's `telemetry.jsonl`; None where the log was unreadable)."""
+    """`capacity` with what SGLang's own lines say of the search's steps: what a decode step and a prefill
+    cost by its clock (`engineclock.engine_clock`, from each step's `telemetry.jsonl`; None where the log was
+    unreadable) and when its front end held arrivals from the scheduler (`_stalls`)."""
     from servetune.bench.engineclock import engine_clock
     from servetune.launch import read_telemetry
 
-    tele = [read_telemetry(Path(s.run_dir) / "telemetry.jsonl") for s in capacity.steps if s.run_dir]
-    return capacity.model_copy(update={"engine": engine_clock(tele)})
+    dirs = [(s.index, Path(s.run_dir)) for s in capacity.steps if s.run_dir]
+    engine = engine_clock(read_telemetry(d / "telemetry.jsonl") for _, d in dirs)
+    return capacity.model_copy(update={"engine": engine, "stalls": _stalls(dirs)})
+
+
+def _stalls(dirs: Sequence[tuple[int, Path]]) -> Stalls | None:
+    """The front-end stalls of the steps in `dirs` (index, step directory), from each one's `telemetry.jsonl`
+    and `requests.jsonl` (`stalls.search_stalls`); None where no step has SGLang's lines."""
+    from servetune.bench._builtin import load_requests
+    from servetune.bench.stalls import search_stalls
+    from servetune.launch import read_telemetry
+
+    def sends(d: Path) -> list[float]:
+        try:
+            return [r.start for r in load_requests(d / "requests.jsonl")]
+        except (OSError, ValueError, TypeError):
+            return []
+
+    return search_stalls((i, read_telemetry(d / "telemetry.jsonl"), sends(d)) for i, d in dirs)
 
 
 def _record_capacity(runner: BaseRunner, run_dir: Path, capacity: Capacity, search: CapacitySearch) -> None:

@@ -303,9 +303,11 @@ def update(setup: StudySetup, trials: list) -> dict[str, Any] | None:
         graph_bs=limits.get("graph"),
     )  # fmt: skip
     record["fitted_on"] = best.number
-    clock = (best.user_attrs.get("capacity") or {}).get("engine")
-    if clock:  # SGLang's own clock over the same search (`engineclock`), printed beside the model's fit
-        record["engine"] = clock
+    searched = best.user_attrs.get("capacity") or {}
+    if searched.get("engine"):  # SGLang's own clock over the same search (`engineclock`), printed beside the fit
+        record["engine"] = searched["engine"]
+    if searched.get("stalls"):  # when its front end held arrivals from the scheduler (`stalls`)
+        record["stalls"] = searched["stalls"]
     if model is None:
         record["note"] = f"trial {best.number}'s search left fewer than two readable steps: no model"
         setup.study.set_user_attr(STUDY_ATTR, record)

@@ -216,6 +216,10 @@ def model_lines(record: dict[str, Any]) -> list[str]:
             f"{clock['prefill_ms_per_request']:.1f} ms at {clock['requests_per_batch']:.2f} a batch "
             f"({clock['intervals']} intervals, R2 {clock['r2']:.2f})"
         )
+    if record.get("stalls"):
+        from servetune.bench.stalls import Stalls
+
+        lines.append(f"  on trial {record.get('fitted_on')}, {Stalls.model_validate(record['stalls']).describe()}")
     lines.extend(_level_lines(record))
     for e in record.get("evidence") or []:
         lines.append(f"  {e['field']}: {e['action']}" + (f" to {e['to']:g}" if "to" in e else "") + f" ({e['why']})")

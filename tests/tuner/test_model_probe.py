@@ -18,6 +18,7 @@ from servetune.bench import servermodel
 from servetune.bench.capacity import CapacityStep
 from servetune.bench.servermodel import Search, ServerModel
 from servetune.bench.slo import parse_slos
+from servetune.bench.stalls import Stall, Stalls
 from servetune.catalog import load_catalog
 from servetune.tuner import _model, progress
 from servetune.tuner.progress import model_lines
@@ -409,6 +410,12 @@ def test_on_a_fourth_lent_h100_the_defaults_alone_read_the_seed_a_quarter_low_an
     assert "(exclusive, 1.37 requests a prefill batch)" in lines[0]  # SGLang's prefill lines over the same steps
     assert lines[1].startswith("  SGLang's own clock on trial 0: decode step 4.94 ms -0.011 ms per running request")
     assert seeded["values"]["cuda_graph_max_bs_decode"] >= seeded["values"]["max_running_requests"]
+    # and, where the search read them, the spans its front end held arrivals (`stalls`, from the trial's capacity)
+    held = Stalls(steps=7, span_s=271.0, stalls=[Stall(step=3, at_s=12.5, seconds=0.78, held=11)])
+    lines = model_lines({**record, "stalls": held.model_dump(mode="json")})
+    assert (
+        lines[2] == f"  on trial 0, {held.describe()}" and "1 time(s) in 271 s of steps (one every 271 s)" in lines[2]
+    )
     pooled = ServerModel.fit(_profiles(base), running_limit=4096, graph_bs=256,
                              pooled=[Search(_profiles(seed), 51, 152)])  # fmt: skip
     assert pooled.per_running_ms < alone.per_running_ms / 10

@@ -53,6 +53,11 @@ effect, KV capacity, start-up delay). Resolution of unset fields:
 | `SERVETUNE_STANDIN_SEED` | seed of that noise (default 0) |
 | `SERVETUNE_STANDIN_MAX_CHUNKS` | most SSE chunks per response; tokens are grouped (default 16) |
 | `SERVETUNE_STANDIN_LOG_INTERVAL_S` | real seconds between `Decode batch` log lines at most (default 0.5; 0 = none) |
+| `SERVETUNE_STANDIN_FRONTEND_PAUSE` | `EVERY_S:SECONDS`: hold new requests SECONDS, once every EVERY_S real s (off) |
+
+**Front-end pauses.** With `SERVETUNE_STANDIN_FRONTEND_PAUSE`, a new request waits out the pause before the
+engine admits it (no prefill line, no queue count), while the running batch decodes on: what a pause of SGLang's
+HTTP/tokenizer process does to its scheduler (`servetune.bench.stalls`, which reads them back).
 
 **Scheduler log lines.** Like SGLang's scheduler, the engine logs its batches, in SGLang 0.5.17's
 format (what `servetune.launch.parse_scheduler_line` reads), one line per request's prefill as it

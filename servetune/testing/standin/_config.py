@@ -66,6 +66,8 @@ class Knobs:
     noise: float = 0.0
     seed: int = 0
     max_chunks: int = 16
+    frontend_pause: tuple[float, float] | None = None
+    """(every, seconds), real seconds: the front end holds every new request for `seconds` once per `every`."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Knobs:
@@ -84,6 +86,14 @@ class Knobs:
         def flag(raw: str) -> bool:
             return raw.strip().lower() in ("1", "true", "yes", "on")
 
+        def pause(raw: str) -> tuple[float, float]:
+            every, _, seconds = raw.partition(":")
+            if not seconds or not 0 < float(seconds) < float(every):
+                raise ValueError(raw)
+            return float(every), float(seconds)
+
+        pause.__name__ = "EVERY_S:SECONDS pair with 0 < SECONDS < EVERY_S"
+
         return cls(
             start_delay_s=get("START_DELAY_S", float, 0.0),
             warmup_s=get("WARMUP_S", float, 0.0),
@@ -97,6 +107,7 @@ class Knobs:
             noise=get("NOISE", float, 0.0),
             seed=get("SEED", int, 0),
             max_chunks=max(1, get("MAX_CHUNKS", int, 16)),
+            frontend_pause=get("FRONTEND_PAUSE", pause, None),
         )
 
 

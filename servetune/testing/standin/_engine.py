@@ -102,6 +102,20 @@ class Engine:
         self._log_lock = threading.Lock()
         self._gen_tokens = 0
         self._gen_since = time.monotonic()
+        self._front = threading.Event()
+        self._front.set()
+        if knobs.frontend_pause is not None:
+            threading.Thread(target=self._pause_front, args=knobs.frontend_pause, daemon=True).start()
+
+    def _pause_front(self, every: float, seconds: float) -> None:
+        """`$SERVETUNE_STANDIN_FRONTEND_PAUSE`: once every `every` real seconds, hold each new request for
+        `seconds` before the scheduler sees it (no prefill line, no queue), as a pause of SGLang's
+        HTTP/tokenizer process does; the running batch decodes on."""
+        while True:
+            time.sleep(every - seconds)
+            self._front.clear()
+            time.sleep(seconds)
+            self._front.set()
 
     def _sleep(self, sim_ms: float, rng: random.Random | None) -> None:
         factor = self._run_factor
@@ -243,6 +257,7 @@ class Engine:
 
     def generate(self, req: Request) -> Iterator[int]:
         """Run one request; yields the number of tokens of each chunk as it is "decoded"."""
+        self._front.wait()
         tokens = req.prompt_tokens + IMAGE_TOKENS * len(req.images)
         need = tokens + req.max_tokens
         index = self._admit(need)

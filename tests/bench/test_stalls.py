@@ -1,0 +1,152 @@
+"""Front-end stalls (`servetune.bench.stalls`): read off recorded SGLang steps (tests/fixtures/h200/stalls/),
+off made-up scheduler lines for each rule, through a search's step directories to the capacity table, and off
+the stand-in's own front-end pause end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servetune.bench._builtin import load_requests
+from servetune.bench.capacity import Capacity, CapacityStep
+from servetune.bench.stalls import STALL_MIN_S, Stalls, frontend_stalls, search_stalls
+from servetune.cli._capacity_view import stalls_line
+from servetune.launch import read_telemetry
+from servetune.runner._capacity import _with_engine_clock
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "stalls"
+DEFAULTS = "defaults-s35-r2-07-13.4"
+SEED = "seed-s35-r1-09-20.48"
+
+
+def _step(name: str) -> tuple[list[dict], list]:
+    return read_telemetry(RECORDED / f"{name}-telemetry.jsonl"), load_requests(RECORDED / f"{name}-requests.jsonl")
+
+
+def test_the_recorded_stall_is_read_with_its_length_and_the_requests_it_held():
+    telemetry, records = _step(DEFAULTS)
+    stalls = frontend_stalls(telemetry, [r.start for r in records], step=7)
+    first = stalls[0]
+    assert first.step == 7 and 4.0 < first.at_s < 4.1 and first.seconds == pytest.approx(0.98, abs=0.01)
+    assert first.held == 21
+    # the requests it held: sent in it, their first token came after it ended, and they waited the longest
+    held = [r for r in records if first.at_s <= r.start < first.at_s + first.seconds]
+    assert len(held) == first.held
+    assert all(r.start + r.ttft >= first.at_s + first.seconds for r in held if r.ttft > 0)
+    # a second before it, requests waited a third as long (the four sent at 4.02-4.07, just before its first
+    # held one, were held too: the prefill line that opens the gap was an earlier request's)
+    before = [r.ttft for r in records if 3.0 <= r.start < 3.95 and r.ttft > 0]
+    assert min(r.ttft for r in held if r.ttft > 0) > 1.5 * max(before)
+    # nothing is read in the quiet part of the step before it
+    assert all(s.at_s > 4.0 for s in stalls)
+
+
+def test_a_gap_while_requests_queued_is_the_schedulers_not_the_front_ends():
+    """The seed's step ran against its running limit of 55: prefill lines paused while requests queued. Those gaps
+    are not stalls; with the queue counts blanked the same lines would read as several."""
+    telemetry, records = _step(SEED)
+    sends = [r.start for r in records]
+    kept = frontend_stalls(telemetry, sends)
+    blanked = frontend_stalls([{**x, "queue_req": 0} for x in telemetry], sends)
+    assert len(blanked) >= len(kept) + 3
+    assert all(k in blanked for k in kept)
+
+
+def _lines(*prefills: float, queue_at: float | None = None) -> list[dict]:
+    out = [{"kind": "prefill", "t": t, "new_seq": 1, "queue_req": 0} for t in prefills]
+    if queue_at is not None:
+        out.append({"kind": "decode", "t": queue_at, "running_req": 8, "queue_req": 2})
+    return sorted(out, key=lambda x: x["t"])
+
+
+def test_each_rule_of_a_stall():
+    sends = [1.10, 1.20, 1.30]
+    (stall,) = frontend_stalls(_lines(1.0, 1.9), sends)
+    assert (stall.at_s, stall.seconds, stall.held) == (1.10, pytest.approx(0.8), 3)
+    # a queue in the gap: the scheduler held them
+    assert frontend_stalls(_lines(1.0, 1.9, queue_at=1.5), sends) == []
+    # a quiet spell, then three arrivals just before the next prefill: none of them waited long
+    assert frontend_stalls(_lines(1.0, 1.9), [1.70, 1.75, 1.80]) == []
+    # fewer than three held; or the client itself sent nothing in the gap
+    assert frontend_stalls(_lines(1.0, 1.9), [1.1, 1.2]) == []
+    assert frontend_stalls(_lines(1.0, 1.9), [0.9, 2.0]) == []
+    # the scheduler lines of the warm-up wave before the step (t < 0) open no gap
+    assert frontend_stalls(_lines(-1.0, 0.9), [0.1, 0.2, 0.3]) == []
+    assert [s.held for s in frontend_stalls(_lines(0.0, 0.9), [0.1, 0.2, 0.3])] == [3]
+    # the threshold is a wait of STALL_MIN_S
+    assert frontend_stalls(_lines(1.0, 1.1 + STALL_MIN_S - 0.01), sends) == []
+
+
+def test_a_search_without_the_servers_lines_has_no_stall_figure():
+    assert search_stalls([(1, [], [0.0, 1.0])]) is None
+    none = search_stalls([(1, _lines(0.0, 0.2, 0.4), [0.0, 0.1, 0.3, 10.0])])
+    assert none is not None and none.stalls == [] and none.span_s == 10.0
+    assert "at no time in 10 s of steps (1 read)" in none.describe()
+
+
+def test_the_search_records_its_stalls_in_capacity_json_and_prints_them(tmp_path):
+    steps = []
+    for i, (name, rate) in enumerate([(DEFAULTS, 13.4), (SEED, 20.48)], start=1):
+        step_dir = tmp_path / "steps" / f"{i:02d}-{rate:.4g}"
+        step_dir.mkdir(parents=True)
+        shutil.copy(RECORDED / f"{name}-telemetry.jsonl", step_dir / "telemetry.jsonl")
+        shutil.copy(RECORDED / f"{name}-requests.jsonl", step_dir / "requests.jsonl")
+        steps.append(CapacityStep(index=i, rate=rate, state="missed", met=False, run_dir=str(step_dir)))
+    cap = Capacity(slos=["p99_tpot_ms<=25"], request_rate=None, certified=False, goodput=None, verdicts=[],
+                   lowest_missed=13.4, resolution=0.05, steps=steps, bench_s=0.0)  # fmt: skip
+    cap = _with_engine_clock(cap)
+    assert cap.stalls is not None and cap.stalls.steps == 2
+    by_step = {s.step for s in cap.stalls.stalls}
+    assert by_step == {1, 2}
+    telemetry, records = _step(DEFAULTS)
+    assert [s for s in cap.stalls.stalls if s.step == 1] == frontend_stalls(
+        telemetry, [r.start for r in records], step=1
+    )
+    assert Capacity.model_validate_json(cap.model_dump_json()).stalls == cap.stalls  # capacity.json keeps them
+    line = stalls_line(cap.stalls)
+    assert line is not None and line.startswith("stalls       SGLang's front end held arrivals from its scheduler ")
+    longest = cap.stalls.longest
+    assert longest is not None and f"the longest {longest.seconds:.2f} s ({longest.held} held, step 1 at " in line
+    assert f"{len(cap.stalls.stalls)} time(s)" in line
+
+
+def test_the_stand_ins_front_end_pause_is_found_in_a_soak_end_to_end(tmp_path):
+    """The stand-in holds new requests 0.8 s once every 3 s (`SERVETUNE_STANDIN_FRONTEND_PAUSE`): a soak of
+    `bench --url` reads its log and requests and reports about one stall per pause; the same soak of the
+    stand-in without the pause reads none."""
+    from servetune.launch import LaunchOptions, start_server
+
+    found = {}
+    for label, pause in (("paused", "3:0.8"), ("steady", None)):
+        options = LaunchOptions(
+            sglang_cmd=[sys.executable, "-m", "servetune.testing.standin"], run_dir=tmp_path / label / "server",
+            wait_gpu_release=False,
+        )  # fmt: skip
+        env = {"SERVETUNE_STANDIN_TIME_SCALE": "0.125"} | ({"SERVETUNE_STANDIN_FRONTEND_PAUSE": pause} if pause else {})
+        server = start_server(["--model-path", "m", "--max-running-requests", "64"], env, {}, options)
+        try:
+            argv = [
+                sys.executable, "-m", "servetune", "bench", "--url", server.url, "--workload", "text-chat",
+                "--slo", "p90_ttft_ms<=2000", "--server-log", str(server.log_path), "--step-warmup-seconds", "1",
+                "--backlog-seconds", "3", "--warmup-wave", "4", "--soak-seconds", "15", "--request-rate", "6",
+                "--run-dir", str(tmp_path / label),
+            ]  # fmt: skip
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ})
+            assert out.returncode == 0, out.stderr
+        finally:
+            server.stop()
+        recorded = json.loads((tmp_path / label / "soak.json").read_text())
+        found[label] = (Stalls.model_validate(recorded["stalls"]), out.stdout)
+    paused, stdout = found["paused"]
+    pauses = paused.span_s / 3.0
+    assert 0.5 * pauses <= len(paused.stalls) <= pauses + 1
+    assert all(STALL_MIN_S <= s.seconds <= 1.0 for s in paused.stalls)
+    assert "\nstalls       SGLang's front end held arrivals from its scheduler " in stdout and ", soak 1 at " in stdout
+    steady, stdout = found["steady"]
+    assert steady.stalls == [] and steady.steps == 1 and "at no time in" in stdout
