@@ -78,6 +78,10 @@ dev_setup() {  # ARCH
   # serve.sh clobbers MODE/ARCH and prepends /tmp/sgl/site to PYTHONPATH
   # shellcheck disable=SC1091
   source .sgl/bin/serve.sh env "$arch"
+  if [ -n "${GC_WATCH_S:-}" ]; then   # scripts/device/gcwatch: every process logs its collections of GC_WATCH_S s+
+    export SERVETUNE_GC_WATCH_S=$GC_WATCH_S PYTHONPATH=$REPO/scripts/device/gcwatch:$PYTHONPATH
+    stamp "GC watch: garbage collections of ${GC_WATCH_S} s or more go to each server's log"
+  fi
   stamp "setup done: SGL_MODEL_DIR=$SGL_MODEL_DIR PYTHONPATH=$PYTHONPATH"
 }
 

@@ -30,7 +30,9 @@ requests over the 25 ms TPOT bound, 20% lived through a stall or the 2 s after i
 requests; on session 35's launches 14% against 24%. A stall adds a burst, but the bursts that decide a
 capacity are mostly Poisson bursts of arrivals; the stalls are reported (`Capacity.stalls`, the capacity
 table's `stalls` line, `tune report`), not modelled. Their cause is not read here: SGLang 0.5.17 times that
-process's garbage collections only with `--gc-warning-threshold-secs`.
+process's garbage collections only with `--gc-warning-threshold-secs`; where the server logs them (that
+flag, or scripts/device/gcwatch on the lent machines), each stall names the longest collection it overlapped
+(`Stall.gc_s`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class Stall(BaseModel):
     """How long that request waited for the scheduler: from its send to the prefill line that ended the gap (s)."""
     held: int
     """Requests sent in the gap: held upstream of the scheduler."""
+    gc_s: float | None = None
+    """The longest garbage collection the server logged overlapping it (s; `kind` "gc" telemetry: SGLang's
+    `--gc-warning-threshold-secs` warning, or scripts/device/gcwatch); None: none logged."""
 
 
 class Stalls(BaseModel):
@@ -77,6 +82,8 @@ class Stalls(BaseModel):
     """The seconds of sending they cover (each step's first send to its last)."""
     stalls: list[Stall] = []
     """Every stall, in step order."""
+    gc_logged: int = 0
+    """Long garbage collections the server logged during the steps (0: none, or it was not asked to log them)."""
 
     @property
     def every_s(self) -> float | None:
@@ -98,10 +105,16 @@ class Stalls(BaseModel):
         worst, every, median = self.longest, self.every_s, self.median_s
         if worst is None or every is None or median is None:
             return f"{head} at no time in {self.span_s:.0f} s of steps ({self.steps} read)"
+        during = sum(1 for s in self.stalls if s.gc_s is not None)
+        gc = (
+            f"; {during} of them during one of the {self.gc_logged} long garbage collections it logged"
+            if self.gc_logged
+            else ""
+        )
         return (
             f"{head} {len(self.stalls)} time(s) in {self.span_s:.0f} s of steps (one every {every:.0f} s), "
             f"median {median:.2f} s, the longest {worst.seconds:.2f} s ({worst.held} held, {unit} {worst.step} at "
-            f"{worst.at_s:.1f} s); the held arrivals reach it as one burst of prefills"
+            f"{worst.at_s:.1f} s); the held arrivals reach it as one burst of prefills{gc if self.gc_logged else ''}"
         )
 
 
@@ -116,6 +129,7 @@ def frontend_stalls(
     """The stalls of one step: `telemetry` its scheduler records (`t` on the step's clock, as
     `telemetry.jsonl` holds them), `sends` when each of its requests was sent (the same clock)."""
     lines = sorted((x for x in telemetry if float(x.get("t", -1.0)) >= 0.0), key=lambda x: float(x["t"]))
+    collections = [x for x in telemetry if x.get("kind") == "gc" and "t" in x]
     ordered = sorted(sends)
     out: list[Stall] = []
     opened: Mapping[str, Any] | None = None
@@ -129,22 +143,30 @@ def frontend_stalls(
             a, b = float(opened["t"]), float(line["t"])
             first, last = bisect.bisect_right(ordered, a), bisect.bisect_left(ordered, b)
             if last - first >= min_held and b - ordered[first] >= min_s:
-                out.append(Stall(step=step, at_s=ordered[first], seconds=b - ordered[first],
-                                 held=last - first))  # fmt: skip
+                gc = [float(g["seconds"]) for g in collections if _overlap(g, ordered[first], b)]
+                out.append(Stall(step=step, at_s=ordered[first], seconds=b - ordered[first], held=last - first,
+                                 gc_s=max(gc) if gc else None))  # fmt: skip
         opened, queued = line, waiting
     return out
+
+
+def _overlap(gc: Mapping[str, Any], a: float, b: float) -> bool:
+    """The collection (logged at its end, `t`, lasting `seconds`) overlaps [a, b]."""
+    end = float(gc["t"])
+    return end >= a and end - float(gc.get("seconds") or 0.0) <= b
 
 
 def search_stalls(steps: Iterable[tuple[int, Sequence[Mapping[str, Any]], Sequence[float]]]) -> Stalls | None:
     """The stalls over a search's steps, each `(index, telemetry, sends)`; None where no step had both
     (a server whose log servetune cannot read: nothing is made up)."""
-    read, span, found = 0, 0.0, []
+    read, span, found, gc = 0, 0.0, [], 0
     for index, telemetry, sends in steps:
         if not sends or not any(x.get("kind") == "prefill" for x in telemetry):
             continue
         read += 1
         span += max(sends) - min(sends)
         found += frontend_stalls(telemetry, sends, step=index)
+        gc += sum(1 for x in telemetry if x.get("kind") == "gc" and float(x.get("t", -1.0)) >= 0.0)
     if not read:
         return None
-    return Stalls(steps=read, span_s=round(span, 3), stalls=found)
+    return Stalls(steps=read, span_s=round(span, 3), stalls=found, gc_logged=gc)

@@ -15,7 +15,10 @@ metrics add pairs; the graph label is `cpu graph` / `npu graph` off CUDA. The br
 the process's ranks (`[2026-12-01 22:42:32 DP0 TP0]`), milliseconds (`SGLANG_LOG_MS`), and the
 batch word an iteration (`Decode batch [123],`, `SGLANG_LOG_FORWARD_ITERS`).
 
-A record is a dict: `kind` ("prefill" or "decode"), `ts` (the timestamp as local epoch seconds),
+SGLang's warning of a long garbage collection (`--gc-warning-threshold-secs`) is kept too, as a record of
+`kind` "gc" with its `generation` and `seconds` (its `ts` is when the collection ended).
+
+A record is a dict: `kind` ("prefill", "decode" or "gc"), `ts` (the timestamp as local epoch seconds),
 every `key: value` pair of the line under a normalized key (`_normalize_key`; `#token` becomes
 `tokens`), and, when the line has them, `forward_iter` and one `<rank>_rank` per bracket rank
 (`dp_rank`, `tp_rank`, ...). A field the line lacks is absent from the record: read them with
@@ -90,8 +93,33 @@ def stamp_epoch(stamp: str, fraction: str | None = None) -> float:
     return ts + int(fraction) / 10 ** len(fraction) if fraction else ts
 
 
+_GC = re.compile(
+    r"\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?[^\]]*\].*?"
+    r"LONG GARBAGE COLLECTION DETECTED \| Generation (?P<gen>\d+) \| Duration: (?P<seconds>[0-9.]+)s"
+    r"(?:.*\(gcwatch pid (?P<pid>\d+) (?P<process>[^)]*)\))?"
+)
+"""SGLang's warning of a long garbage collection (`--gc-warning-threshold-secs`; 0.5.17 times its
+HTTP/tokenizer process's), logged when the collection ends; scripts/device/gcwatch writes the same
+line from every process with the process after it."""
+
+
+def _parse_gc(line: str) -> dict[str, Any] | None:
+    m = _GC.search(line)
+    if m is None:
+        return None
+    record: dict[str, Any] = {"kind": "gc", "ts": stamp_epoch(m["stamp"], m["ms"]), "generation": int(m["gen"]),
+                              "seconds": float(m["seconds"])}  # fmt: skip
+    if m["pid"]:
+        record |= {"pid": int(m["pid"]), "process": m["process"].strip()}
+    return record
+
+
 def _parse(line: str) -> dict[str, Any] | None:
-    if len(line) > _MAX_LINE or " batch" not in line:
+    if len(line) > _MAX_LINE:
+        return None
+    if "GARBAGE COLLECTION" in line:
+        return _parse_gc(line)
+    if " batch" not in line:
         return None
     m = _LINE.match(line.strip())
     if m is None:

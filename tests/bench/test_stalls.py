@@ -83,6 +83,26 @@ def test_each_rule_of_a_stall():
     assert frontend_stalls(_lines(1.0, 1.1 + STALL_MIN_S - 0.01), sends) == []
 
 
+def test_a_stall_names_the_garbage_collection_it_overlapped():
+    """A collection is logged when it ends (`t`), having lasted `seconds`: one that ended inside the stall, or
+    began before it and ended after, overlaps it; one that ended before it does not."""
+    sends = [1.10, 1.20, 1.30]
+    lines = _lines(1.0, 1.9)
+
+    def gc(end: float, seconds: float) -> dict:
+        return {"kind": "gc", "t": end, "generation": 2, "seconds": seconds}
+
+    assert frontend_stalls(lines, sends)[0].gc_s is None
+    assert frontend_stalls([*lines, gc(1.6, 0.4)], sends)[0].gc_s == 0.4
+    assert frontend_stalls([*lines, gc(2.5, 1.5), gc(1.5, 0.2)], sends)[0].gc_s == 1.5
+    assert frontend_stalls([*lines, gc(1.05, 0.3)], sends)[0].gc_s is None
+    searched = search_stalls([(1, [*lines, gc(1.6, 0.4), gc(8.0, 0.3)], [*sends, 9.0])])
+    assert searched is not None and searched.gc_logged == 2
+    assert searched.describe().endswith("; 1 of them during one of the 2 long garbage collections it logged")
+    plain = search_stalls([(1, lines, [*sends, 9.0])])
+    assert plain is not None and "garbage" not in plain.describe()
+
+
 def test_a_search_without_the_servers_lines_has_no_stall_figure():
     assert search_stalls([(1, [], [0.0, 1.0])]) is None
     none = search_stalls([(1, _lines(0.0, 0.2, 0.4), [0.0, 0.1, 0.3, 10.0])])

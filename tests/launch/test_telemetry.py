@@ -246,6 +246,39 @@ def test_other_lines_give_none(line):
     assert parse_scheduler_line(line) is None
 
 
+SGLANG_GC_WARNING = (
+    "[2026-12-07 10:54:10.123] LONG GARBAGE COLLECTION DETECTED | Generation 2 | Duration: 0.9123s | # Objects: "
+    "gen0=312, gen1=1840, gen2=2613458 | This may cause latency jitter. Consider calling the freeze_gc API after "
+    "sending a few warmup requests."
+)
+"""SGLang 0.5.17's warning (`configure_gc_warning`, `--gc-warning-threshold-secs`), in its own format string."""
+
+
+def test_a_long_garbage_collection_is_a_gc_record_from_sglang_and_from_the_device_watch(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    record = parse_scheduler_line(SGLANG_GC_WARNING)
+    assert record == {"kind": "gc", "ts": record["ts"], "generation": 2, "seconds": 0.9123}
+    assert record["ts"] == parse_scheduler_line("[2026-12-07 10:54:10.123] Decode batch, #running-req: 1")["ts"]
+    # scripts/device/gcwatch: a real interpreter with it on PYTHONPATH writes the same shape for every collection
+    # at or over its threshold, with the process
+    watch = Path(__file__).parents[2] / "scripts" / "device" / "gcwatch"
+    env = {**os.environ, "SERVETUNE_GC_WATCH_S": "0", "PYTHONPATH": str(watch)}
+    out = subprocess.run([sys.executable, "-c", "import gc; gc.collect(); print('done')"], env=env,
+                         capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    lines = [parse_scheduler_line(x) for x in out.stderr.splitlines()]
+    watched = [x for x in lines if x is not None]
+    assert watched and len(watched) == len(lines) and out.stdout == "done\n"
+    assert any(x["generation"] == 2 for x in watched)
+    assert all(x["kind"] == "gc" and x["seconds"] >= 0 and x["pid"] > 0 and x["process"] for x in watched)
+    # unset, it writes nothing
+    quiet = subprocess.run([sys.executable, "-c", "import gc; gc.collect()"], capture_output=True, text=True,
+                           timeout=60, env={**env, "SERVETUNE_GC_WATCH_S": ""})  # fmt: skip
+    assert quiet.stderr == ""
+
+
 def test_garbage_never_raises():
     rng = random.Random(7)
     alphabet = "[]#:,.() -_0123456789TFaeDPrue\t\r\x00\ufffd\u00e9"
