@@ -134,6 +134,17 @@ def _bursts(check: dict) -> str:
     return f" ÷{effect:.1f}" if effect >= 1.5 else ""
 
 
+def _stalls_by_step(cap: Capacity) -> dict[int, str] | None:
+    """Each step's front-end stalls as the table's cell (`2, longest 0.98 s`), None without `cap.stalls`."""
+    if cap.stalls is None:
+        return None
+    cells: dict[int, str] = {}
+    for index in {s.step for s in cap.stalls.stalls}:
+        own = [s.seconds for s in cap.stalls.stalls if s.step == index]
+        cells[index] = f"{len(own)}, longest {max(own):.2f} s" if len(own) > 1 else f"1, {own[0]:.2f} s"
+    return cells
+
+
 def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | str], timings: Any = None) -> None:
     """The result: the answer, its bracket and confidence, the steps as a table, the soaks, the
     sustained figure, the cost (`timings`: a managed run's), the plots."""
@@ -144,8 +155,9 @@ def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | s
     console.print(capacity_line(cap), highlight=False)
     if cap.note and cap.request_rate is not None:
         console.print(f"note         {cap.note}", highlight=False)
+    stalled = _stalls_by_step(cap)
     table = Table("#", "rate req/s", "verdict", "judged", "over (per SLO, ÷bursts)", "p99 TTFT", "p99 TPOT",
-                  "in flight", "lateness p99", "seconds", "why",
+                  "in flight", "lateness p99", *(["stalls"] if stalled is not None else []), "seconds", "why",
                   title=f"{len(cap.steps)} steps, {cap.bench_s:.0f} s")  # fmt: skip
     for s in cap.steps:
         v = s.verdict or {}
@@ -156,7 +168,8 @@ def print_capacity(cap: Capacity, run_dir: Path | None, plots: Sequence[Path | s
         table.add_row(
             str(s.index), f"{s.rate:.4g}", s.state + (f" (run {s.repeat + 1})" if s.repeat else ""), str(s.judged),
             over or "-", _lat(s, "p99_ttft_ms"), _lat(s, "p99_tpot_ms"), flight,
-            f"{s.lateness_p99_ms:.1f}" if s.lateness_p99_ms is not None else "-", f"{s.bench_s:.1f}", s.why,
+            f"{s.lateness_p99_ms:.1f}" if s.lateness_p99_ms is not None else "-",
+            *([stalled.get(s.index, "-")] if stalled is not None else []), f"{s.bench_s:.1f}", s.why,
         )  # fmt: skip
     console.print(table)
     for soak in cap.soaks:

@@ -16,7 +16,7 @@ import pytest
 from servetune.bench._builtin import load_requests
 from servetune.bench.capacity import Capacity, CapacityStep
 from servetune.bench.stalls import STALL_MIN_S, Stalls, frontend_stalls, search_stalls
-from servetune.cli._capacity_view import stalls_line
+from servetune.cli._capacity_view import print_capacity, stalls_line
 from servetune.launch import read_telemetry
 from servetune.runner._capacity import _with_engine_clock
 
@@ -110,7 +110,7 @@ def test_a_search_without_the_servers_lines_has_no_stall_figure():
     assert "at no time in 10 s of steps (1 read)" in none.describe()
 
 
-def test_the_search_records_its_stalls_in_capacity_json_and_prints_them(tmp_path):
+def test_the_search_records_its_stalls_in_capacity_json_and_prints_them(tmp_path, capsys):
     steps = []
     for i, (name, rate) in enumerate([(DEFAULTS, 13.4), (SEED, 20.48)], start=1):
         step_dir = tmp_path / "steps" / f"{i:02d}-{rate:.4g}"
@@ -134,6 +134,13 @@ def test_the_search_records_its_stalls_in_capacity_json_and_prints_them(tmp_path
     longest = cap.stalls.longest
     assert longest is not None and f"the longest {longest.seconds:.2f} s ({longest.held} held, step 1 at " in line
     assert f"{len(cap.stalls.stalls)} time(s)" in line
+    # the step table names each step's stalls beside its verdict
+    print_capacity(cap, None, [])
+    out = capsys.readouterr().out
+    header = next(x for x in out.splitlines() if "rate req/s" in x)
+    assert "┃ stalls " in header
+    first = [s.seconds for s in cap.stalls.stalls if s.step == 1]
+    assert len(first) == 2 and f"2, longest {max(first):.2f} s" in out.replace("\n", " ")
 
 
 def test_the_stand_ins_front_end_pause_is_found_in_a_soak_end_to_end(tmp_path):
