@@ -1,19 +1,19 @@
-"""Front-end stalls in recorded capacity runs, and how many over-bound requests lived through one (prints
-figures; not a test).
+"""Front-end stalls in recorded capacity runs, and how many requests over an SLO's bound lived through one
+(prints figures; not a test).
 
-    python benchmarks/frontend_stalls.py ROOT [--after 2] [--runs]
+    python benchmarks/frontend_stalls.py ROOT [--runs]
 
 ROOT: a folder holding recorded runs (every step folder with `telemetry.jsonl`, `requests.jsonl` and
 `verdict.json`, as `bench --capacity` and soaks write them; the H200 and H100 ones are in
 docs/h200-evidence.tar.xz: `tar -xJf docs/h200-evidence.tar.xz -C /tmp/ev`, then ROOT `/tmp/ev/h200`).
 
-Each step's stalls are read as a search reads them (`stalls.frontend_stalls`). Then every finished request
-sent after the step's 5 s warm-up span is classed by whether its TPOT was over the step's own p99 TPOT bound
-(its `verdict.json`), and whether its life (first token to end) overlapped a stall or the `--after` seconds
-after one (the burst of prefills that follows). Printed: the stalls per run folder (`--runs`), over all
-steps, and the share of over-bound requests that lived near a stall beside the share of all requests that
-did: where the first share is no larger, stalls do not explain the overs. A run directory renamed
-`*.interrupted-N` is left out (its steps were kept by the resumed run).
+Each step is read as a search reads it (`stalls.search_stalls`, with the step's own SLOs from its
+`verdict.json` and a 5 s warm-up span): its stalls, and its finished requests after the warm-up span, each
+over a bound or not, and living (arrival to end) through a stall or the 2 s after it (`stalls.AFTER_S`) or
+not. Printed: the stalls per run folder (`--runs`) and over all steps, and the share of over-bound requests
+that lived near a stall beside the share of all requests that did: where the first share is no larger,
+stalls do not explain the overs. A run directory renamed `*.interrupted-N` is left out (its steps were kept
+by the resumed run).
 """
 
 from __future__ import annotations
@@ -25,75 +25,60 @@ import statistics
 from pathlib import Path
 
 from servetune.bench._builtin import load_requests
-from servetune.bench.stalls import frontend_stalls
+from servetune.bench.slo import parse_slos
+from servetune.bench.stalls import AFTER_S, Stalls, search_stalls
 from servetune.launch import read_telemetry
 
 WARMUP_S = 5.0
 
 
-def _bound(step: Path) -> float | None:
+def _slos(step: Path) -> tuple:
     try:
         verdict = json.loads((step / "verdict.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return next((c["bound_ms"] for c in verdict.get("slos") or [] if c["slo"].startswith("p99_tpot")), None)
+        return parse_slos(c["slo"] for c in verdict.get("slos") or [])
+    except (OSError, ValueError, KeyError):
+        return ()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", type=Path)
-    ap.add_argument("--after", type=float, default=2.0, help="seconds after a stall that still count as near it")
     ap.add_argument("--runs", action="store_true", help="one line per run folder too")
     args = ap.parse_args()
-    runs: dict[Path, list] = collections.defaultdict(list)
-    spans: dict[Path, float] = collections.Counter()
-    classes: collections.Counter = collections.Counter()
+    runs: dict[Path, list[Stalls]] = collections.defaultdict(list)
     for tele_path in sorted(args.root.rglob("telemetry.jsonl")):
         step = tele_path.parent
         if any(".interrupted-" in p for p in step.parts) or not (step / "requests.jsonl").is_file():
             continue
         records = load_requests(step / "requests.jsonl")
-        if not records:
-            continue
-        sends = [r.start for r in records]
-        stalls = frontend_stalls(read_telemetry(tele_path), sends)
-        run = step.parent.parent
-        runs[run] += stalls
-        spans[run] += max(sends) - min(sends)
-        bound = _bound(step)
-        if bound is None:
-            continue
-        windows = [(s.at_s, s.at_s + s.seconds + args.after) for s in stalls]
-        for r in records:
-            if not r.finished or not r.success or r.arrival < WARMUP_S or r.output_len < 2 or r.ttft <= 0:
-                continue
-            first, end = r.start + r.ttft, r.end
-            over = (end - first) / (r.output_len - 1) * 1000.0 > bound
-            near = any(first <= b and end >= a for a, b in windows)
-            classes[(over, near)] += 1
-    every = [spans[r] / len(s) for r, s in runs.items() if s]
-    lengths = [x.seconds for s in runs.values() for x in s]
-    if args.runs:
-        for run, stalls in sorted(runs.items()):
+        read = search_stalls([(0, read_telemetry(tele_path), records)], slos=_slos(step), warmup_s=WARMUP_S)
+        if read is not None:
+            runs[step.parent.parent].append(read)
+    every, lengths, total = [], [], Stalls(steps=0, span_s=0.0)
+    for run, steps in sorted(runs.items()):
+        stalls = [x for s in steps for x in s.stalls]
+        span = sum(s.span_s for s in steps)
+        for field in ("steps", "span_s", "judged", "near", "over", "over_near"):
+            setattr(total, field, getattr(total, field) + sum(getattr(s, field) for s in steps))
+        total.stalls += stalls
+        lengths += [x.seconds for x in stalls]
+        if stalls:
+            every.append(span / len(stalls))
+        if args.runs:
             longest = max((x.seconds for x in stalls), default=0.0)
-            print(
-                f"{run.relative_to(args.root)}: {len(stalls)} stall(s) in {spans[run]:.0f} s, longest {longest:.2f} s"
-            )
-    print(f"{sum(len(s) for s in runs.values())} stalls in {sum(spans.values()):.0f} s of steps over {len(runs)} runs")
+            print(f"{run.relative_to(args.root)}: {len(stalls)} stall(s) in {span:.0f} s, longest {longest:.2f} s")
+    print(f"{len(total.stalls)} stalls in {total.span_s:.0f} s of steps over {len(runs)} runs")
     if lengths:
         print(
             f"per run, one every {min(every):.0f}-{max(every):.0f} s (median {statistics.median(every):.0f} s) where "
-            f"any; {sum(1 for s in runs.values() if not s)} runs with none; lengths {min(lengths):.2f}-"
-            f"{max(lengths):.2f} s (median {statistics.median(lengths):.2f} s)"
+            f"any; {len(runs) - len(every)} runs with none; lengths {min(lengths):.2f}-{max(lengths):.2f} s "
+            f"(median {statistics.median(lengths):.2f} s)"
         )
-    overs = classes[(True, True)] + classes[(True, False)]
-    total = sum(classes.values())
-    near = classes[(True, True)] + classes[(False, True)]
-    if total:
+    if total.judged:
         print(
-            f"over the TPOT bound: {overs} of {total} judged finished requests; {classes[(True, True)]} of them "
-            f"({classes[(True, True)] / max(overs, 1):.0%}) lived through a stall or the {args.after:g} s after it, "
-            f"against {near} ({near / total:.0%}) of all"
+            f"over a bound: {total.over} of {total.judged} judged finished requests; {total.over_near} of them "
+            f"({total.over_near / max(total.over, 1):.0%}) lived through a stall or the {AFTER_S:g} s after it, "
+            f"against {total.near} ({total.near / total.judged:.0%}) of all"
         )
 
 

@@ -23,16 +23,16 @@ the step's.
 **What was measured** (`benchmarks/frontend_stalls.py` over docs/h200-evidence.tar.xz; SGLang 0.5.17,
 Qwen2.5-VL-3B, one image per request at 10-20 req/s, an H200 and ten H100s): 463 stalls in 19,615 s of steps
 over 61 searches and soaks, 0.50-1.12 s long (median 0.62 s); per run one every 15-601 s (median 46 s), five
-runs with none. Session 35's four launches on one H100 had one every 15-25 s. In the uvicorn access log of
-the longest there (SGLang's defaults, round 2, step 07: 21 requests held 0.98 s) one POST was logged in the
-stalled second against 12-18 in each second around it: the HTTP server itself was not running. Of the
-requests over the 25 ms TPOT bound, 20% lived through a stall or the 2 s after it, against 11% of all
-requests; on session 35's launches 14% against 24%. A stall adds a burst, but the bursts that decide a
-capacity are mostly Poisson bursts of arrivals; the stalls are reported (`Capacity.stalls`, the capacity
-table's `stalls` line, `tune report`), not modelled. Their cause is not read here: SGLang 0.5.17 times that
-process's garbage collections only with `--gc-warning-threshold-secs`; where the server logs them (that
-flag, or scripts/device/gcwatch on the lent machines), each stall names the longest collection it overlapped
-(`Stall.gc_s`).
+runs with none. Session 35's four launches on one H100 had one every 15-25 s. In the uvicorn access log of the
+longest there (SGLang's defaults, round 2, step 07: 21 requests held 0.98 s) one POST was logged in the stalled
+second against 12-18 in each second around it: the HTTP server itself was not running. Of the 598 finished
+requests over a bound (of 245,931 judged), 21% lived (arrival to end) through a stall or the 2 s after it,
+against 12% of all requests; on session 35's launches 27% against 26%. A stall adds a burst, but the bursts that
+decide a capacity are mostly Poisson bursts of arrivals; the stalls are reported (`Capacity.stalls`, the
+capacity table's `stalls` line and column, `tune report`), not modelled. Their cause is not read here: SGLang
+0.5.17 times that process's garbage collections only with `--gc-warning-threshold-secs`; where the server logs
+them (that flag, or scripts/device/gcwatch on the lent machines), each stall names the longest collection it
+overlapped (`Stall.gc_s`).
 """
 
 from __future__ import annotations
@@ -40,11 +40,15 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["STALL_MIN_HELD", "STALL_MIN_S", "Stall", "Stalls", "frontend_stalls", "search_stalls"]
+if TYPE_CHECKING:
+    from servetune.bench.schema import RequestRecord
+    from servetune.bench.slo import LatencySlo
+
+__all__ = ["AFTER_S", "STALL_MIN_HELD", "STALL_MIN_S", "Stall", "Stalls", "frontend_stalls", "search_stalls"]
 
 STALL_MIN_S = 0.5
 """The shortest wait of a held request read as a stall (s): while the front end runs, an arrival reaches
@@ -84,6 +88,15 @@ class Stalls(BaseModel):
     """Every stall, in step order."""
     gc_logged: int = 0
     """Long garbage collections the server logged during the steps (0: none, or it was not asked to log them)."""
+    judged: int = 0
+    """Finished requests sent after the steps' warm-up span (0: not counted) ..."""
+    near: int = 0
+    """... those that lived (arrival to end) through a stall or the `AFTER_S` after it ..."""
+    over: int = 0
+    """... those that missed an SLO's bound (a failed one missed them all) ..."""
+    over_near: int = 0
+    """... and those that did both: where `over_near / over` is no larger than `near / judged`, stalls do not
+    explain the overs."""
 
     @property
     def every_s(self) -> float | None:
@@ -111,10 +124,17 @@ class Stalls(BaseModel):
             if self.gc_logged
             else ""
         )
+        share = (
+            f"; {self.over_near} of the {self.over} requests over a bound lived through one or the {AFTER_S:g} s after "
+            f"({self.over_near / self.over:.0%}), against {self.near / self.judged:.0%} of all {self.judged}"
+            if self.over and self.judged
+            else ""
+        )
         return (
             f"{head} {len(self.stalls)} time(s) in {self.span_s:.0f} s of steps (one every {every:.0f} s), "
             f"median {median:.2f} s, the longest {worst.seconds:.2f} s ({worst.held} held, {unit} {worst.step} at "
             f"{worst.at_s:.1f} s); the held arrivals reach it as one burst of prefills{gc if self.gc_logged else ''}"
+            f"{share}"
         )
 
 
@@ -156,17 +176,43 @@ def _overlap(gc: Mapping[str, Any], a: float, b: float) -> bool:
     return end >= a and end - float(gc.get("seconds") or 0.0) <= b
 
 
-def search_stalls(steps: Iterable[tuple[int, Sequence[Mapping[str, Any]], Sequence[float]]]) -> Stalls | None:
-    """The stalls over a search's steps, each `(index, telemetry, sends)`; None where no step had both
-    (a server whose log servetune cannot read: nothing is made up)."""
-    read, span, found, gc = 0, 0.0, [], 0
-    for index, telemetry, sends in steps:
+AFTER_S = 2.0
+"""Seconds after a stall that still count as near it: the held arrivals' burst of prefills holds decode for up to
+2.4 s after the longest recorded stall (session 35, round 2, step 07)."""
+
+
+def search_stalls(
+    steps: Iterable[tuple[int, Sequence[Mapping[str, Any]], Sequence[RequestRecord]]],
+    *,
+    slos: Sequence[LatencySlo] = (),
+    warmup_s: float = 0.0,
+) -> Stalls | None:
+    """The stalls over a search's steps, each `(index, telemetry, records)` (its requests as sent, on the
+    step's clock); None where no step had both (a server whose log servetune cannot read: nothing is made up).
+    With `slos`, it also counts the finished requests sent from `warmup_s` on that missed a bound, and how
+    many of them, and of all, lived (arrival to end) through a stall or the `AFTER_S` after it."""
+    from servetune.bench.slo import request_meets
+
+    out = Stalls(steps=0, span_s=0.0)
+    for index, telemetry, records in steps:
+        sends = [r.start for r in records]
         if not sends or not any(x.get("kind") == "prefill" for x in telemetry):
             continue
-        read += 1
-        span += max(sends) - min(sends)
-        found += frontend_stalls(telemetry, sends, step=index)
-        gc += sum(1 for x in telemetry if x.get("kind") == "gc" and float(x.get("t", -1.0)) >= 0.0)
-    if not read:
-        return None
-    return Stalls(steps=read, span_s=round(span, 3), stalls=found, gc_logged=gc)
+        found = frontend_stalls(telemetry, sends, step=index)
+        out.steps += 1
+        out.span_s = round(out.span_s + max(sends) - min(sends), 3)
+        out.stalls += found
+        out.gc_logged += sum(1 for x in telemetry if x.get("kind") == "gc" and float(x.get("t", -1.0)) >= 0.0)
+        if not slos:
+            continue
+        windows = [(x.at_s, x.at_s + x.seconds + AFTER_S) for x in found]
+        for r in records:
+            if not r.finished or r.arrival < warmup_s:
+                continue
+            near = any(r.arrival <= b and r.end >= a for a, b in windows)
+            over = not request_meets(r, slos)
+            out.judged += 1
+            out.near += near
+            out.over += over
+            out.over_near += over and near
+    return out if out.steps else None

@@ -266,7 +266,8 @@ class _Steps:
             where = self.run_dir / ("soak" if alone else f"soaks/{plan.index:02d}-{rate:.4g}")
             out = self.run(plan, where)
             return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=plan.index, seconds=plan.max_s,
-                                 seed=plan.seed, stalls=_stalls([(plan.index, where)]))  # fmt: skip
+                                 seed=plan.seed, stalls=_stalls([(plan.index, where)], self.slos,
+                                                                plan.judge.rules.warmup_s))  # fmt: skip
 
         return run
 
@@ -340,7 +341,7 @@ def search_server(
     try:
         steps.warm(search.wave)
         capacity = find_capacity(run_step, slos, floor=floor, on_step=on_step, **search.settings())
-        capacity = _with_engine_clock(capacity)
+        capacity = _with_engine_clock(capacity, search.rules().warmup_s)
         if search.soak_s > 0:
             # the search's result before its soaks: a soak cut part-way (Ctrl-C, a job's time limit) keeps it,
             # on disk and on the interrupt (`searched`, for the CLI's line)
@@ -361,32 +362,36 @@ def search_server(
     return capacity, None, metrics_at.get(at.index) if at else None
 
 
-def _with_engine_clock(capacity: Capacity) -> Capacity:
+def _with_engine_clock(capacity: Capacity, warmup_s: float = 5.0) -> Capacity:
     """`capacity` with what SGLang's own lines say of the search's steps: what a decode step and a prefill
     cost by its clock (`engineclock.engine_clock`, from each step's `telemetry.jsonl`; None where the log was
-    unreadable) and when its front end held arrivals from the scheduler (`_stalls`)."""
+    unreadable) and when its front end held arrivals from the scheduler (`_stalls`, judging from `warmup_s`)."""
     from servetune.bench.engineclock import engine_clock
+    from servetune.bench.slo import parse_slos
     from servetune.launch import read_telemetry
 
     dirs = [(s.index, Path(s.run_dir)) for s in capacity.steps if s.run_dir]
     engine = engine_clock(read_telemetry(d / "telemetry.jsonl") for _, d in dirs)
-    return capacity.model_copy(update={"engine": engine, "stalls": _stalls(dirs)})
+    stalls = _stalls(dirs, parse_slos(capacity.slos), warmup_s)
+    return capacity.model_copy(update={"engine": engine, "stalls": stalls})
 
 
-def _stalls(dirs: Sequence[tuple[int, Path]]) -> Stalls | None:
+def _stalls(dirs: Sequence[tuple[int, Path]], slos: Sequence[LatencySlo], warmup_s: float) -> Stalls | None:
     """The front-end stalls of the steps in `dirs` (index, step directory), from each one's `telemetry.jsonl`
-    and `requests.jsonl` (`stalls.search_stalls`); None where no step has SGLang's lines."""
+    and `requests.jsonl`, with the requests over `slos` that lived near one (`stalls.search_stalls`); None where
+    no step has SGLang's lines."""
     from servetune.bench._builtin import load_requests
     from servetune.bench.stalls import search_stalls
     from servetune.launch import read_telemetry
 
-    def sends(d: Path) -> list[float]:
+    def records(d: Path) -> list:
         try:
-            return [r.start for r in load_requests(d / "requests.jsonl")]
+            return load_requests(d / "requests.jsonl")
         except (OSError, ValueError, TypeError):
             return []
 
-    return search_stalls((i, read_telemetry(d / "telemetry.jsonl"), sends(d)) for i, d in dirs)
+    steps = ((i, read_telemetry(d / "telemetry.jsonl"), records(d)) for i, d in dirs)
+    return search_stalls(steps, slos=slos, warmup_s=warmup_s)
 
 
 def _record_capacity(runner: BaseRunner, run_dir: Path, capacity: Capacity, search: CapacitySearch) -> None:

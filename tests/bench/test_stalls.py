@@ -15,7 +15,9 @@ import pytest
 
 from servetune.bench._builtin import load_requests
 from servetune.bench.capacity import Capacity, CapacityStep
-from servetune.bench.stalls import STALL_MIN_S, Stalls, frontend_stalls, search_stalls
+from servetune.bench.schema import RequestRecord
+from servetune.bench.slo import parse_slos
+from servetune.bench.stalls import AFTER_S, STALL_MIN_S, Stalls, frontend_stalls, search_stalls
 from servetune.cli._capacity_view import print_capacity, stalls_line
 from servetune.launch import read_telemetry
 from servetune.runner._capacity import _with_engine_clock
@@ -58,6 +60,10 @@ def test_a_gap_while_requests_queued_is_the_schedulers_not_the_front_ends():
     assert all(k in blanked for k in kept)
 
 
+def _sent(*starts: float) -> list[RequestRecord]:
+    return [RequestRecord(start=t) for t in starts]
+
+
 def _lines(*prefills: float, queue_at: float | None = None) -> list[dict]:
     out = [{"kind": "prefill", "t": t, "new_seq": 1, "queue_req": 0} for t in prefills]
     if queue_at is not None:
@@ -96,16 +102,42 @@ def test_a_stall_names_the_garbage_collection_it_overlapped():
     assert frontend_stalls([*lines, gc(1.6, 0.4)], sends)[0].gc_s == 0.4
     assert frontend_stalls([*lines, gc(2.5, 1.5), gc(1.5, 0.2)], sends)[0].gc_s == 1.5
     assert frontend_stalls([*lines, gc(1.05, 0.3)], sends)[0].gc_s is None
-    searched = search_stalls([(1, [*lines, gc(1.6, 0.4), gc(8.0, 0.3)], [*sends, 9.0])])
+    searched = search_stalls([(1, [*lines, gc(1.6, 0.4), gc(8.0, 0.3)], _sent(*sends, 9.0))])
     assert searched is not None and searched.gc_logged == 2
     assert searched.describe().endswith("; 1 of them during one of the 2 long garbage collections it logged")
-    plain = search_stalls([(1, lines, [*sends, 9.0])])
+    plain = search_stalls([(1, lines, _sent(*sends, 9.0))])
     assert plain is not None and "garbage" not in plain.describe()
 
 
+def test_the_requests_over_a_bound_are_counted_where_they_lived_near_a_stall():
+    """On the seed's recorded step: every finished request after the warm-up span is counted once, over a bound or
+    not, near a stall (arrival to end overlapping it or the 2 s after) or not: what a hand count of the same records
+    reads."""
+    telemetry, records = _step(SEED)
+    slos = parse_slos(["p99_tpot_ms<=25", "p99_ttft_ms<=2000"])
+    st = search_stalls([(9, telemetry, records)], slos=slos, warmup_s=5.0)
+    assert st is not None and len(st.stalls) == 1
+    windows = [(x.at_s, x.at_s + x.seconds + AFTER_S) for x in st.stalls]
+    judged = [r for r in records if r.finished and r.arrival >= 5.0]
+
+    def missed(r: RequestRecord) -> bool:
+        return not r.success or (r.latency - r.ttft) / (r.output_len - 1) > 0.025 or r.ttft + r.lag > 2.0
+
+    over = [r for r in judged if missed(r)]
+    near = [r for r in judged if any(r.arrival <= b and r.end >= a for a, b in windows)]
+    assert (st.judged, st.over, st.near) == (len(judged), len(over), len(near)) and st.judged > 200 and st.over > 0
+    assert st.over_near == sum(1 for r in over if r in near)
+    assert (
+        f"; {st.over_near} of the {st.over} requests over a bound lived through one or the 2 s after" in st.describe()
+    )
+    # without SLOs nothing is counted, and nothing is said of it
+    plain = search_stalls([(9, telemetry, records)])
+    assert plain is not None and plain.judged == 0 and "requests over a bound" not in plain.describe()
+
+
 def test_a_search_without_the_servers_lines_has_no_stall_figure():
-    assert search_stalls([(1, [], [0.0, 1.0])]) is None
-    none = search_stalls([(1, _lines(0.0, 0.2, 0.4), [0.0, 0.1, 0.3, 10.0])])
+    assert search_stalls([(1, [], _sent(0.0, 1.0))]) is None
+    none = search_stalls([(1, _lines(0.0, 0.2, 0.4), _sent(0.0, 0.1, 0.3, 10.0))])
     assert none is not None and none.stalls == [] and none.span_s == 10.0
     assert "at no time in 10 s of steps (1 read)" in none.describe()
 
