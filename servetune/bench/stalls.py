@@ -133,7 +133,7 @@ class Stalls(BaseModel):
         return (
             f"{head} {len(self.stalls)} time(s) in {self.span_s:.0f} s of steps (one every {every:.0f} s), "
             f"median {median:.2f} s, the longest {worst.seconds:.2f} s ({worst.held} held, {unit} {worst.step} at "
-            f"{worst.at_s:.1f} s); the held arrivals reach it as one burst of prefills{gc if self.gc_logged else ''}"
+            f"{worst.at_s:.1f} s); the held arrivals reach it as one burst of prefills{gc}"
             f"{share}"
         )
 

@@ -266,7 +266,7 @@ class _Steps:
             where = self.run_dir / ("soak" if alone else f"soaks/{plan.index:02d}-{rate:.4g}")
             out = self.run(plan, where)
             return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=plan.index, seconds=plan.max_s,
-                                 seed=plan.seed, stalls=_stalls([(plan.index, where)], self.slos,
+                                 seed=plan.seed, stalls=_stalls([(plan.index, where, None)], self.slos,
                                                                 plan.judge.rules.warmup_s))  # fmt: skip
 
         return run
@@ -370,16 +370,19 @@ def _with_engine_clock(capacity: Capacity, warmup_s: float = 5.0) -> Capacity:
     from servetune.bench.slo import parse_slos
     from servetune.launch import read_telemetry
 
-    dirs = [(s.index, Path(s.run_dir)) for s in capacity.steps if s.run_dir]
-    engine = engine_clock(read_telemetry(d / "telemetry.jsonl") for _, d in dirs)
-    stalls = _stalls(dirs, parse_slos(capacity.slos), warmup_s)
+    steps = [(s.index, Path(s.run_dir), read_telemetry(Path(s.run_dir) / "telemetry.jsonl"))
+             for s in capacity.steps if s.run_dir]  # fmt: skip
+    engine = engine_clock(tele for _, _, tele in steps)
+    stalls = _stalls(steps, parse_slos(capacity.slos), warmup_s)
     return capacity.model_copy(update={"engine": engine, "stalls": stalls})
 
 
-def _stalls(dirs: Sequence[tuple[int, Path]], slos: Sequence[LatencySlo], warmup_s: float) -> Stalls | None:
-    """The front-end stalls of the steps in `dirs` (index, step directory), from each one's `telemetry.jsonl`
-    and `requests.jsonl`, with the requests over `slos` that lived near one (`stalls.search_stalls`); None where
-    no step has SGLang's lines."""
+def _stalls(
+    steps: Sequence[tuple[int, Path, list[dict[str, Any]] | None]], slos: Sequence[LatencySlo], warmup_s: float
+) -> Stalls | None:
+    """The front-end stalls of `steps` (index, step directory, its telemetry if read already), from each one's
+    `telemetry.jsonl` and `requests.jsonl`, with the requests over `slos` that lived near one
+    (`stalls.search_stalls`); None where no step has SGLang's lines."""
     from servetune.bench._builtin import load_requests
     from servetune.bench.stalls import search_stalls
     from servetune.launch import read_telemetry
@@ -390,8 +393,10 @@ def _stalls(dirs: Sequence[tuple[int, Path]], slos: Sequence[LatencySlo], warmup
         except (OSError, ValueError, TypeError):
             return []
 
-    steps = ((i, read_telemetry(d / "telemetry.jsonl"), records(d)) for i, d in dirs)
-    return search_stalls(steps, slos=slos, warmup_s=warmup_s)
+    read = (
+        (i, tele if tele is not None else read_telemetry(d / "telemetry.jsonl"), records(d)) for i, d, tele in steps
+    )
+    return search_stalls(read, slos=slos, warmup_s=warmup_s)
 
 
 def _record_capacity(runner: BaseRunner, run_dir: Path, capacity: Capacity, search: CapacitySearch) -> None:
