@@ -8,12 +8,12 @@ ROOT: a folder holding recorded runs (every step folder with `telemetry.jsonl`, 
 docs/h200-evidence.tar.xz: `tar -xJf docs/h200-evidence.tar.xz -C /tmp/ev`, then ROOT `/tmp/ev/h200`).
 
 Each step is read as a search reads it (`stalls.search_stalls`, with the step's own SLOs from its
-`verdict.json` and a 5 s warm-up span): its stalls, and its finished requests after the warm-up span, each
-over a bound or not, and living (arrival to end) through a stall or the 2 s after it (`stalls.AFTER_S`) or
-not. Printed: the stalls per run folder (`--runs`) and over all steps, and the share of over-bound requests
-that lived near a stall beside the share of all requests that did: where the first share is no larger,
-stalls do not explain the overs. A run directory renamed `*.interrupted-N` is left out (its steps were kept
-by the resumed run).
+`verdict.json` and a 5 s warm-up span): its stalls, and its requests after the warm-up span that finished
+or were over a bound in flight when the verdict ended the step (its `at_s`), each over a bound or not, and
+living (arrival to end) through a stall or the 2 s after it (`stalls.AFTER_S`) or not. Printed: the stalls
+per run folder (`--runs`) and over all steps, and the share of over-bound requests that lived near a stall
+beside the share of all requests that did: where the first share is no larger, stalls do not explain the overs.
+A run directory renamed `*.interrupted-N` is left out (its steps were kept by the resumed run).
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from servetune.launch import read_telemetry
 WARMUP_S = 5.0
 
 
-def _slos(step: Path) -> tuple:
+def _verdict(step: Path) -> tuple[tuple, float | None]:
+    """The step's SLOs and when its verdict ended it, from its `verdict.json` (none, None: unreadable)."""
     try:
         verdict = json.loads((step / "verdict.json").read_text(encoding="utf-8"))
-        return parse_slos(c["slo"] for c in verdict.get("slos") or [])
-    except (OSError, ValueError, KeyError):
-        return ()
+        return parse_slos(c["slo"] for c in verdict.get("slos") or []), float(verdict["at_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return (), None
 
 
 def main() -> None:
@@ -51,7 +52,8 @@ def main() -> None:
         if any(".interrupted-" in p for p in step.parts) or not (step / "requests.jsonl").is_file():
             continue
         records = load_requests(step / "requests.jsonl")
-        read = search_stalls([(0, read_telemetry(tele_path), records)], slos=_slos(step), warmup_s=WARMUP_S)
+        slos, ended = _verdict(step)
+        read = search_stalls([(0, read_telemetry(tele_path), records, ended)], slos=slos, warmup_s=WARMUP_S)
         if read is not None:
             runs[step.parent.parent].append(read)
     every, lengths, total = [], [], Stalls(steps=0, span_s=0.0)
@@ -76,7 +78,7 @@ def main() -> None:
         )
     if total.judged:
         print(
-            f"over a bound: {total.over} of {total.judged} judged finished requests; {total.over_near} of them "
+            f"over a bound: {total.over} of {total.judged} judged requests; {total.over_near} of them "
             f"({total.over_near / max(total.over, 1):.0%}) lived through a stall or the {AFTER_S:g} s after it, "
             f"against {total.near} ({total.near / total.judged:.0%}) of all"
         )

@@ -21,18 +21,21 @@ in the gap and is not read as the server's stall. The warm-up span counts: a sta
 the step's.
 
 **What was measured** (`benchmarks/frontend_stalls.py` over docs/h200-evidence.tar.xz; SGLang 0.5.17,
-Qwen2.5-VL-3B, one image per request at 10-20 req/s, an H200 and ten H100s): 463 stalls in 19,615 s of steps
-over 61 searches and soaks, 0.50-1.12 s long (median 0.62 s); per run one every 15-601 s (median 46 s), five
+Qwen2.5-VL-3B, one image per request at 10-20 req/s, an H200 and eleven H100s): 473 stalls in 19,855 s of steps
+over 62 searches and soaks, 0.50-1.12 s long (median 0.62 s); per run one every 15-601 s (median 46 s), five
 runs with none. Session 35's four launches on one H100 had one every 15-25 s. In the uvicorn access log of the
 longest there (SGLang's defaults, round 2, step 07: 21 requests held 0.98 s) one POST was logged in the stalled
-second against 12-18 in each second around it: the HTTP server itself was not running. Of the 598 finished
-requests over a bound (of 245,931 judged), 21% lived (arrival to end) through a stall or the 2 s after it,
-against 12% of all requests; on session 35's launches 27% against 26%. A stall adds a burst, but the bursts that
+second against 12-18 in each second around it: the HTTP server itself was not running. Of the 2,333 requests
+over a bound (of 249,816 judged; 1,735 of them over while in flight when their step's verdict stopped it), 18%
+lived (arrival to end) through a stall or the 2 s after it, against 12% of all requests; on session 35's
+launches 37% against 26%, on session 36's 19% against 20%. A stall adds a burst, but the bursts that
 decide a capacity are mostly Poisson bursts of arrivals; the stalls are reported (`Capacity.stalls`, the
-capacity table's `stalls` line and column, `tune report`), not modelled. Their cause is not read here: SGLang
-0.5.17 times that process's garbage collections only with `--gc-warning-threshold-secs`; where the server logs
-them (that flag, or scripts/device/gcwatch on the lent machines), each stall names the longest collection it
-overlapped (`Stall.gc_s`).
+capacity table's `stalls` line and column, `tune report`), not modelled. SGLang 0.5.17 times that process's
+garbage collections only with `--gc-warning-threshold-secs`; where the server logs them (that flag, or
+scripts/device/gcwatch on the lent machines), each stall names the longest collection it overlapped
+(`Stall.gc_s`). With every process's collections logged (session 36, an eleventh H100): 8 of 10 stalls lay on a
+generation-2 collection of 0.39-0.60 s in that process, which ran one every 25-34 s under load; the scheduler and
+detokenizer had none of 0.2 s or more (docs/h200-results.md section 34).
 """
 
 from __future__ import annotations
@@ -89,7 +92,8 @@ class Stalls(BaseModel):
     gc_logged: int = 0
     """Long garbage collections the server logged during the steps (0: none, or it was not asked to log them)."""
     judged: int = 0
-    """Finished requests sent after the steps' warm-up span (0: not counted) ..."""
+    """Requests sent after the steps' warm-up span that finished, or were over a bound while in flight when their
+    step ended (0: not counted) ..."""
     near: int = 0
     """... those that lived (arrival to end) through a stall or the `AFTER_S` after it ..."""
     over: int = 0
@@ -182,19 +186,23 @@ AFTER_S = 2.0
 
 
 def search_stalls(
-    steps: Iterable[tuple[int, Sequence[Mapping[str, Any]], Sequence[RequestRecord]]],
+    steps: Iterable[tuple[int, Sequence[Mapping[str, Any]], Sequence[RequestRecord], float | None]],
     *,
     slos: Sequence[LatencySlo] = (),
     warmup_s: float = 0.0,
 ) -> Stalls | None:
-    """The stalls over a search's steps, each `(index, telemetry, records)` (its requests as sent, on the
-    step's clock); None where no step had both (a server whose log servetune cannot read: nothing is made up).
-    With `slos`, it also counts the finished requests sent from `warmup_s` on that missed a bound, and how
-    many of them, and of all, lived (arrival to end) through a stall or the `AFTER_S` after it."""
+    """The stalls over a search's steps, each `(index, telemetry, records, ended_s)` (its requests as sent, on
+    the step's clock, and when its verdict ended it, or None); None where no step had both (a server whose log
+    servetune cannot read: nothing is made up). With `slos`, it also counts the requests sent from `warmup_s` on
+    that missed a bound, and how many of them, and of all, lived (arrival to end) through a stall or the
+    `AFTER_S` after it: the finished ones, and with `ended_s` those the verdict counted over while in flight
+    (`verdict.over_in_flight`; a step stopped early is mostly decided on those, and stops them unfinished),
+    living until the step's end."""
     from servetune.bench.slo import request_meets
+    from servetune.bench.verdict import over_in_flight
 
     out = Stalls(steps=0, span_s=0.0)
-    for index, telemetry, records in steps:
+    for index, telemetry, records, ended_s in steps:
         sends = [r.start for r in records]
         if not sends or not any(x.get("kind") == "prefill" for x in telemetry):
             continue
@@ -207,10 +215,14 @@ def search_stalls(
             continue
         windows = [(x.at_s, x.at_s + x.seconds + AFTER_S) for x in found]
         for r in records:
-            if not r.finished or r.arrival < warmup_s:
+            if r.arrival < warmup_s:
                 continue
-            near = any(r.arrival <= b and r.end >= a for a, b in windows)
-            over = not request_meets(r, slos)
+            cut = not r.finished and ended_s is not None and r.arrival <= ended_s and over_in_flight(r, slos, ended_s)
+            if not (r.finished or cut):
+                continue
+            end = ended_s if cut else r.end
+            near = any(r.arrival <= b and end >= a for a, b in windows)
+            over = cut or not request_meets(r, slos)
             out.judged += 1
             out.near += near
             out.over += over

@@ -67,7 +67,16 @@ from servetune.bench.windows import client_pace
 if TYPE_CHECKING:
     from servetune.bench.schema import RequestRecord
 
-__all__ = ["OFFERED_MIN", "BacklogCheck", "SloCheck", "StepJudge", "StepRules", "StepVerdict", "replay"]
+__all__ = [
+    "OFFERED_MIN",
+    "BacklogCheck",
+    "SloCheck",
+    "StepJudge",
+    "StepRules",
+    "StepVerdict",
+    "over_in_flight",
+    "replay",
+]
 
 OFFERED_MIN = 0.9
 """A step whose client sent its arrivals at under this share of their schedule did not test its rate."""
@@ -627,6 +636,15 @@ def _outcome(r: RequestRecord, slo: LatencySlo, now: float) -> tuple[int, int, l
         decoding = (now - r.start - r.ttft) * 1000.0
         return (1, 1, []) if decoding > bound * (r.output_len - 1) else None
     return None
+
+
+def over_in_flight(r: RequestRecord, slos: Sequence[LatencySlo], now: float) -> bool:
+    """Whether a request still in flight at `now` (step clock) already counts as over one of `slos`' bounds,
+    as a step's verdict counts it (its latency so far exceeds a bound; for TPOT, its decode so far exceeds the
+    whole budget of its planned tokens); False for a finished request (`slo.request_meets` judges those)."""
+    if r.finished:
+        return False
+    return any((o := _outcome(r, slo, now)) is not None and o[1] > 0 for slo in slos if slo.metric != "itl")
 
 
 def _ttft_known(r: RequestRecord) -> tuple[int, int, list[float]] | None:

@@ -266,8 +266,8 @@ class _Steps:
             where = self.run_dir / ("soak" if alone else f"soaks/{plan.index:02d}-{rate:.4g}")
             out = self.run(plan, where)
             return SoakResult.of(out, rate=rate, bench_s=time.monotonic() - t, index=plan.index, seconds=plan.max_s,
-                                 seed=plan.seed, stalls=_stalls([(plan.index, where, None)], self.slos,
-                                                                plan.judge.rules.warmup_s))  # fmt: skip
+                                 seed=plan.seed, stalls=_stalls([(plan.index, where, None, out.verdict.at_s)],
+                                                                self.slos, plan.judge.rules.warmup_s))  # fmt: skip
 
         return run
 
@@ -370,19 +370,21 @@ def _with_engine_clock(capacity: Capacity, warmup_s: float = 5.0) -> Capacity:
     from servetune.bench.slo import parse_slos
     from servetune.launch import read_telemetry
 
-    steps = [(s.index, Path(s.run_dir), read_telemetry(Path(s.run_dir) / "telemetry.jsonl"))
+    steps = [(s.index, Path(s.run_dir), read_telemetry(Path(s.run_dir) / "telemetry.jsonl"), s.at_s)
              for s in capacity.steps if s.run_dir]  # fmt: skip
-    engine = engine_clock(tele for _, _, tele in steps)
+    engine = engine_clock(tele for _, _, tele, _ in steps)
     stalls = _stalls(steps, parse_slos(capacity.slos), warmup_s)
     return capacity.model_copy(update={"engine": engine, "stalls": stalls})
 
 
 def _stalls(
-    steps: Sequence[tuple[int, Path, list[dict[str, Any]] | None]], slos: Sequence[LatencySlo], warmup_s: float
+    steps: Sequence[tuple[int, Path, list[dict[str, Any]] | None, float | None]],
+    slos: Sequence[LatencySlo],
+    warmup_s: float,
 ) -> Stalls | None:
-    """The front-end stalls of `steps` (index, step directory, its telemetry if read already), from each one's
-    `telemetry.jsonl` and `requests.jsonl`, with the requests over `slos` that lived near one
-    (`stalls.search_stalls`); None where no step has SGLang's lines."""
+    """The front-end stalls of `steps` (index, step directory, its telemetry if read already, when its verdict
+    ended it), from each one's `telemetry.jsonl` and `requests.jsonl`, with the requests over `slos` that lived
+    near one (`stalls.search_stalls`); None where no step has SGLang's lines."""
     from servetune.bench._builtin import load_requests
     from servetune.bench.stalls import search_stalls
     from servetune.launch import read_telemetry
@@ -394,7 +396,8 @@ def _stalls(
             return []
 
     read = (
-        (i, tele if tele is not None else read_telemetry(d / "telemetry.jsonl"), records(d)) for i, d, tele in steps
+        (i, tele if tele is not None else read_telemetry(d / "telemetry.jsonl"), records(d), ended)
+        for i, d, tele, ended in steps
     )
     return search_stalls(read, slos=slos, warmup_s=warmup_s)
 
