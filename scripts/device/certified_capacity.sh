@@ -18,9 +18,11 @@
 #                                  `@CONFIG`: the capacity CONFIG's last ucap found (the baseline at the winner's rate)
 #                                  (skipped when fewer than SECS + 40 s are left: a cut soak has no verdict)
 #   stop                           stops the launched server
+#   freeze                         POST /freeze_gc to the launched server (SGLang freezes the GC of its processes)
 # CAP_ARGS (env): more `bench --capacity` options for every search, e.g. CAP_ARGS='--bracket-factor 1.25'.
 # CONFIG: defaults, mrr48 (--max-running-requests 48), seed51 (issue 20's seed: 51 and a 152-wide decode graph), or
-# limNgG (a running limit of N and a G-wide decode graph, e.g. lim54g152: a model's pick). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
+# limNgG (a running limit of N and a G-wide decode graph, e.g. lim54g152: a model's pick), gcA_B_C (--gc-threshold A B C,
+# which SGLang 0.5.17 sets in its HTTP/tokenizer process only). SLO (env SLO): p99 TTFT <= 2000 ms, p99 TPOT <= 25 ms.
 # Back in $OUT: run.log, certified.tar.xz (every run dir with its steps, plots, telemetry; --json outputs), cache.tar.xz
 BUDGET_S=${BUDGET_S:-580}
 . scripts/device/lib.sh
@@ -46,6 +48,7 @@ cfg_flags() {
     mrr48) extra=(--set max_running_requests=48) ;;
     seed51) extra=(--set max_running_requests=51 --set cuda_graph_max_bs_decode=152) ;;  # issue 20's seed
     lim*g*) local r=${1#lim}; extra=(--set "max_running_requests=${r%%g*}" --set "cuda_graph_max_bs_decode=${r#*g}") ;;
+    gc*_*_*) local g=${1#gc}; extra=(--set "gc_threshold=[${g//_/, }]") ;;  # gc700_10_1000: --gc-threshold 700 10 1000
     *) extra=() ;;
   esac
 }
@@ -68,7 +71,12 @@ launch_server() {
 for item in ${PLAN:?set PLAN}; do
   IFS=: read -r kind cfg a b c <<< "$item"
   cfg_flags "$cfg"
-  case $kind in stop) stamp "== stop"; stop_ours; LAUNCH=""; continue ;; esac
+  case $kind in
+    stop) stamp "== stop"; stop_ours; LAUNCH=""; continue ;;
+    freeze)   # SGLang's POST /freeze_gc: gc.freeze() in its HTTP/tokenizer, scheduler and detokenizer processes
+      [ -n "$LAUNCH" ] || { stamp "skipping freeze: no launched server"; continue; }
+      stamp "== freeze: $(curl -sS -m 30 -X POST "$URL/freeze_gc" 2>&1 | head -c 200)"; continue ;;
+  esac
   if [ "$(left)" -lt "${MIN_S:-200}" ]; then stamp "skipping $item: $(left)s left"; continue; fi
   n=$((n + 1)); name=$(printf '%02d' $n)-$kind-$cfg
   served=(--model "$M3" "${HW_ARGS[@]}" --sglang-version 0.5.17 "${PINS[@]}" "${extra[@]}")
