@@ -217,7 +217,7 @@ def search_stalls(
         for r in records:
             if r.arrival < warmup_s:
                 continue
-            cut = not r.finished and ended_s is not None and r.arrival <= ended_s and over_in_flight(r, slos, ended_s)
+            cut = ended_s is not None and over_in_flight(r, slos, ended_s)  # False for a finished one
             if not (r.finished or cut):
                 continue
             end = ended_s if cut else r.end

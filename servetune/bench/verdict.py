@@ -644,7 +644,7 @@ def over_in_flight(r: RequestRecord, slos: Sequence[LatencySlo], now: float) -> 
     whole budget of its planned tokens); False for a finished request (`slo.request_meets` judges those)."""
     if r.finished:
         return False
-    return any((o := _outcome(r, slo, now)) is not None and o[1] > 0 for slo in slos if slo.metric != "itl")
+    return any((o := _outcome(r, slo, now)) is not None and o[1] > 0 for slo in slos)  # ITL: open until finished
 
 
 def _ttft_known(r: RequestRecord) -> tuple[int, int, list[float]] | None:
