@@ -26,7 +26,16 @@ left them to SGLang (the launcher itself knows no tuning fields).
 
 from __future__ import annotations
 
-from servetune.runner._base import BaseRunner, BaseServer, Failure, Measurement, OnProgress, RunTimings, ShouldStop
+from servetune.runner._base import (
+    BaseRunner,
+    BaseServer,
+    Failure,
+    HttpServer,
+    Measurement,
+    OnProgress,
+    RunTimings,
+    ShouldStop,
+)
 from servetune.runner._capacity import (
     CapacitySearch,
     measure_capacity,
@@ -47,6 +56,7 @@ __all__ = [
     "BaseServer",
     "CapacitySearch",
     "Failure",
+    "HttpServer",
     "Measurement",
     "OnProgress",
     "RemoteServer",

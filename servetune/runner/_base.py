@@ -37,6 +37,7 @@ __all__ = [
     "BaseRunner",
     "BaseServer",
     "Failure",
+    "HttpServer",
     "Measurement",
     "OnProgress",
     "RunTimings",
@@ -224,6 +225,35 @@ class BaseServer(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class HttpServer(BaseServer):
+    """A server reached over HTTP at `url` and benchmarked by `servetune.bench` with `client` (a launched
+    SGLang server, or one someone else started), sending `api_key` and requesting `model`."""
+
+    client: str = "auto"
+    model: str | None = None
+    api_key: Any = None
+
+    def bench(
+        self,
+        workload: Workload,
+        *,
+        requests: int | None = None,
+        run_dir: Path | None = None,
+        on_progress: OnProgress | None = None,
+        should_stop: ShouldStop | None = None,
+        slos: Sequence[LatencySlo] = (),
+        judge: StepJudge | None = None,
+        nonce: bytes | None = None,
+    ) -> Any:
+        from servetune.bench import run_benchmark
+
+        return run_benchmark(
+            self.url, workload, requests=requests, run_dir=run_dir, client=self.client, model=self.model,
+            on_progress=on_progress, should_stop=should_stop, slos=slos, api_key=self.api_key, judge=judge,
+            nonce=nonce,
+        )  # fmt: skip
 
 
 BENCH_ERROR_EXIT_GRACE_S = 3.0

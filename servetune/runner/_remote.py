@@ -3,21 +3,14 @@ a launched one, so a capacity search on it runs the one implementation (`search_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from servetune.runner._base import BaseServer, OnProgress, ShouldStop
-
-if TYPE_CHECKING:
-    from servetune.bench.slo import LatencySlo
-    from servetune.bench.verdict import StepJudge
-    from servetune.schema.workload import Workload
+from servetune.runner._base import HttpServer
 
 __all__ = ["RemoteServer"]
 
 
-class RemoteServer(BaseServer):
+class RemoteServer(HttpServer):
     """A running server at `url`: benchmarked by the builtin client, never started or stopped here.
 
     `log` is its log file, where this machine can read it (`--server-log`): its scheduler lines
@@ -28,6 +21,7 @@ class RemoteServer(BaseServer):
                  log: Path | None = None) -> None:  # fmt: skip
         self.url = url
         self.run_dir = Path(run_dir)
+        self.client = "builtin"
         self.model = model
         self.api_key = api_key
         self._log = Path(log) if log is not None else None
@@ -39,26 +33,6 @@ class RemoteServer(BaseServer):
     @property
     def log_path(self) -> Path | None:
         return self._log
-
-    def bench(
-        self,
-        workload: Workload,
-        *,
-        requests: int | None = None,
-        run_dir: Path | None = None,
-        on_progress: OnProgress | None = None,
-        should_stop: ShouldStop | None = None,
-        slos: Sequence[LatencySlo] = (),
-        judge: StepJudge | None = None,
-        nonce: bytes | None = None,
-    ) -> Any:
-        from servetune.bench import run_benchmark
-
-        return run_benchmark(
-            self.url, workload, requests=requests, run_dir=run_dir, client="builtin", model=self.model,
-            on_progress=on_progress, should_stop=should_stop, slos=slos, api_key=self.api_key, judge=judge,
-            nonce=nonce,
-        )  # fmt: skip
 
     def stop(self) -> None:
         """Nothing: the server is not ours."""

@@ -9,14 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servetune.runner._base import BaseRunner, BaseServer, OnProgress, ShouldStop
+from servetune.runner._base import BaseRunner, HttpServer
 
 if TYPE_CHECKING:
-    from servetune.bench.slo import LatencySlo
-    from servetune.bench.verdict import StepJudge
     from servetune.context import Resolution
     from servetune.launch import LaunchOptions, ServerHandle, StartupPhases
-    from servetune.schema.workload import Workload
 
 __all__ = ["MANAGED_STOP_GRACE_S", "WATCHED_FIELDS", "SglangRunner", "SglangServer"]
 
@@ -50,7 +47,7 @@ the schedulers had not begun to shut down, so an earlier SIGKILL leaves them in 
 server `servetune launch` serves keeps the full `LaunchOptions.stop_grace_s` (30 s) to drain."""
 
 
-class SglangServer(BaseServer):
+class SglangServer(HttpServer):
     """A server started by `servetune.launch.start_server`, benchmarked by `servetune.bench`.
 
     `api_key` is the server's key (the resolution's pinned `api_key`): every benchmark sends it.
@@ -75,35 +72,6 @@ class SglangServer(BaseServer):
     @property
     def exit_code(self) -> int | None:
         return self.handle.exit_code
-
-    def bench(
-        self,
-        workload: Workload,
-        *,
-        requests: int | None = None,
-        run_dir: Path | None = None,
-        on_progress: OnProgress | None = None,
-        should_stop: ShouldStop | None = None,
-        slos: Sequence[LatencySlo] = (),
-        judge: StepJudge | None = None,
-        nonce: bytes | None = None,
-    ) -> Any:
-        from servetune.bench import run_benchmark
-
-        return run_benchmark(
-            self.url,
-            workload,
-            requests=requests,
-            run_dir=run_dir,
-            client=self.client,
-            model=self.model,
-            on_progress=on_progress,
-            should_stop=should_stop,
-            slos=slos,
-            api_key=self.api_key,
-            judge=judge,
-            nonce=nonce,
-        )
 
     def stop(self) -> None:
         self.handle.stop(grace_s=min(self.handle.options.stop_grace_s, MANAGED_STOP_GRACE_S))
