@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from servetune.catalog.ranges import value_range
-from servetune.catalog.values import coerce_env, coerce_field, is_env_name, unknown_key_error
+from servetune.catalog.values import coerce_env, coerce_field, is_env_name, unknown_key_error, value_help
 from servetune.errors import ConflictError, RequireViolation, SpecError
 from servetune.rules.conditions import UNSET, evaluate
 from servetune.rules.loader import LoadedRule, RuleSet
@@ -181,7 +180,7 @@ class _Resolver:
                     continue
                 shown = f"{key}={value}" if layer.from_text else key
                 raise SpecError(
-                    f"bad value for {shown} ({layer.layer} {layer.source}): {exc}", help=_help_for(self.catalog, key)
+                    f"bad value for {shown} ({layer.layer} {layer.source}): {exc}", help=value_help(self.catalog, key)
                 ) from None
             out.append(_Candidate(key, coerced, layer.layer, layer.source, where, layer.reason))
         return out
@@ -289,19 +288,6 @@ class _Resolver:
             history.append(state)
             active = new_active
         raise ConflictError(f"rule resolution did not settle after {MAX_ITERATIONS} rounds")
-
-
-def _help_for(catalog: Catalog, key: str) -> str | None:
-    spec = catalog.fields.get(key)
-    if spec is None:
-        return None
-    if spec.choices:
-        return f"{spec.flag} takes one of: {', '.join(map(str, spec.choices))}"
-    noun = {"int": "an integer", "float": "a number", "bool": "true or false", "json": "JSON"}.get(
-        spec.type, "a string"
-    )
-    bounds = value_range(key)
-    return f"{spec.flag} takes {noun}" + (f" {bounds.text()}" if bounds is not None else "")
 
 
 def resolve(
