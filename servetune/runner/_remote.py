@@ -17,11 +17,12 @@ class RemoteServer(HttpServer):
     become each step's telemetry. `model` is the model id to request (default: the server's first).
     """
 
+    client = "builtin"
+
     def __init__(self, url: str, *, run_dir: Path, model: str | None = None, api_key: str | None = None,
                  log: Path | None = None) -> None:  # fmt: skip
         self.url = url
         self.run_dir = Path(run_dir)
-        self.client = "builtin"
         self.model = model
         self.api_key = api_key
         self._log = Path(log) if log is not None else None
