@@ -297,15 +297,22 @@ def cluster_effect(clusters: Iterable[tuple[int, int]]) -> float:
     one, when samples over a bound come in bursts. `clusters`: (samples, over) of each, e.g. the
     requests that arrived in one span of a few seconds. The share's variance between clusters (the
     ratio estimator's, k/(k-1) sum (over_c - share n_c)^2 / n^2) over the binomial one, share (1 -
-    share) / n; at least 1, and 1 with nothing over or fewer than two clusters (Kish's design effect;
-    Korn and Graubard's effective sample size is n over it). A burst of b overs in one cluster among
-    independent samples reads about b: the burst is one piece of evidence, not b."""
+    share) / n; at least 1, and 1 with nothing over (Kish's design effect; Korn and Graubard's effective
+    sample size is n over it). A burst of b overs in one cluster among independent samples reads about
+    b: the burst is one piece of evidence, not b.
+
+    With one cluster there is nothing to compare it with, and its b overs read b: one burst, as far as
+    the count can tell (on the H100, one 0.6 s garbage collection in SGLang's front end put 5 requests
+    of one span just over a TPOT bound and decided a step its run again met; docs/h200-results.md
+    section 35). A count of 1 or every sample over reads 1 there too: nothing to tell apart."""
     counts = [(n, x) for n, x in clusters if n > 0]
     total = sum(n for n, _ in counts)
     over = sum(x for _, x in counts)
     k = len(counts)
-    if k < 2 or over <= 0 or over >= total:
+    if over <= 0 or over >= total:
         return 1.0
+    if k < 2:
+        return float(over)
     share = over / total
     between = k / (k - 1) * math.fsum((x - share * n) ** 2 for n, x in counts) / total**2
     return max(1.0, between / (share * (1.0 - share) / total))

@@ -13,8 +13,9 @@ complete, whether it may stop. Its parts:
   TTFT and E2E run from the scheduled arrival, so a client that falls behind cannot hide a queue.
   The count is also kept per arrival span of `cluster_s`, and the test decides on the counts divided
   by their cluster effect (`stats.cluster_effect`): a burst of overs is one piece of evidence. While
-  the judged requests lie in one span the effect cannot be estimated and reads 1, so a burst there
-  can decide a miss on its own; the verdict says so ("6 of 28 over, within one span"; `SloCheck.spans`).
+  the judged requests lie in one span there is nothing to compare it with, and its overs count as one
+  burst: only a span mostly over decides a miss there, and the verdict says so ("10 of 10 over, within
+  one span"; `SloCheck.spans`).
   A mean SLO is judged by its confidence interval over time bins.
 - **Backlog.** A server that falls behind can hold its latencies for a while. Requests in flight
   (from their scheduled arrival) are averaged over time bins of `bin_s`; their trend's slope, with a
@@ -169,7 +170,8 @@ class SloCheck(BaseModel):
     decision is on `judged` and `over` divided by it."""
     spans: int = 0
     """Arrival spans of `StepRules.cluster_s` the judged samples lie in (0 without spans). With one, the
-    cluster effect cannot be estimated and reads 1: a burst there counts each over (the module docstring)."""
+    cluster effect cannot be estimated and reads the over count: the span's overs are one burst (the module
+    docstring)."""
     design_effect: float | None = None
     """At the step's decision: how alike neighbouring requests' latencies were (`stats.design_effect`
     of their log latencies in arrival order; None for ITL, whose samples are gaps, and while open).
@@ -376,7 +378,7 @@ class StepJudge:
                 why=f"the client sent only {offered:.0%} of the rate (it cannot generate this load)",
                 **base,
             )
-        missed = [  # within one span: the burst counted per request (the module docstring)
+        missed = [  # within one span: a burst that alone outweighs the allowance (the module docstring)
             f"{c.slo} ({c.over} of {c.judged} over{', within one span' if c.spans == 1 else ''})"
             for c in checks
             if c.decision == "missed"
