@@ -303,8 +303,8 @@ def cluster_effect(clusters: Iterable[tuple[int, int]]) -> float:
 
     With one cluster there is nothing to compare it with, and its b overs read b: one burst, as far as
     the count can tell (on the H100, one 0.6 s garbage collection in SGLang's front end put 5 requests
-    of one span just over a TPOT bound and decided a step its run again met; docs/h200-results.md
-    section 35). A count of 1 or every sample over reads 1 there too: nothing to tell apart."""
+    of one span just over a TPOT bound and decided "missed" at a rate the same search met in a later step;
+    docs/h200-results.md section 35). A count of 1 or every sample over reads 1 there too: nothing to tell apart."""
     counts = [(n, x) for n, x in clusters if n > 0]
     total = sum(n for n, _ in counts)
     over = sum(x for _, x in counts)
