@@ -534,7 +534,8 @@ class StepJudge:
             return None
         edges = [start + j * w for j in range(count + 1)]
         ends = sorted(r.end for r in records if r.finished)
-        in_flight = _bin_means(sorted(r.arrival for r in records), ends, edges)
+        arrivals = sorted(r.arrival for r in records)
+        in_flight = _bin_means(arrivals, ends, edges)
         completions = bisect.bisect_right(ends, now) - bisect.bisect_left(ends, start)
         rate = max(completions, 1) / max(now - start, 1e-9)
         self._ttfts.advance(judged, _ttft_known)
@@ -549,7 +550,8 @@ class StepJudge:
             bins=count, in_flight=math.fsum(in_flight) / count, completion_rate=rate, delay_ms=level,
             delay_bound_ms=bound, state=self._backlog_state,
         )  # fmt: skip
-        fit = trend([(e + w / 2) - t0 for e in edges[:-1]], in_flight, lag=self._lag(judged))
+        series = self._backlog_series(arrivals, edges, in_flight)
+        fit = trend([(e + w / 2) - t0 for e in edges[:-1]], series, lag=self._lag(judged))
         if fit is None:
             return out
         horizon = max(rules.horizon_s, now - t0)
@@ -585,6 +587,14 @@ class StepJudge:
                 forecast_delay_ms=forecast, state=self._backlog_state, creeping=self._creeping,
             )
         )  # fmt: skip
+
+    def _backlog_series(
+        self, arrivals: Sequence[float], edges: Sequence[float], in_flight: Sequence[float]
+    ) -> Sequence[float]:
+        """The series the backlog test fits its trend to, one value per bin between `edges`: the requests in
+        flight (`in_flight`, from their scheduled `arrivals`). A replay may read another one
+        (`benchmarks/replay_verdicts.py --net-arrivals`)."""
+        return in_flight
 
     def _delay_trend(self, ttfts: Sequence[tuple[float, float]], t0: float):
         """The trend of the mean TTFT from the arrival over bins of the judged, TTFT-known prefix."""

@@ -13,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servetune.bench.verdict import StepRules
+from servetune.bench.slo import parse_slos
+from servetune.bench.verdict import StepJudge, StepRules, replay
+from servetune.testing.simulated import FifoServer, arrivals
 from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,3 +71,43 @@ def test_the_script_tabulates_recorded_against_todays_verdicts_and_the_spans_of_
     later = subprocess.run([sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True, check=True,
                            cwd=ROOT).stdout  # fmt: skip
     assert "met at the same rate in another step of the same search: 1" in later and "1 span: 1" in later
+
+
+BEHIND = ROOT / "tests" / "fixtures" / "h200" / "steps-h100-s39" / "02-ucap" / "steps" / "09-10.87"
+
+
+def test_a_backlog_miss_with_nothing_over_follows_the_arrivals_and_the_net_test_leaves_it_open():
+    """Session 39's step of the defaults at 10.87 req/s was missed at 35.7 s by the backlog test alone: nothing over
+    either bound, the TTFT from the arrival flat, but requests in flight rising after a denser stretch of Poisson
+    arrivals (the step completed more requests per second than it offered). Today's test still misses it; read net
+    of the arrivals (`NetArrivalsJudge`) most of the rise is what the same arrivals keep in flight, and the step stays
+    open, while the in flight it reports is the same count."""
+    script = _script()
+    recorded, today = script.rejudge(BEHIND)
+    assert recorded["state"] == "missed" and recorded["why"].startswith("falls behind")
+    assert today.state == "missed" and today.backlog.state == "growing"
+    assert all(c.over == 0 for c in today.slos) and today.backlog.completion_rate > 10.87
+    _, net = script.rejudge(BEHIND, judge=script.NetArrivalsJudge)
+    assert net.state == "undecided" and net.backlog.state is None and "falls behind" not in net.why
+    # the slope halves (0.53 -> 0.24 per s): what is left, the latency rising with the batch, is certainly above 0
+    # but under the growth a miss needs (2.5% of the rate), so the step keeps sending ("creeping")
+    assert net.backlog.slope < today.backlog.slope / 2 and net.backlog.creeping
+    assert 0.0 < net.backlog.slope_low < StepRules().min_overload * 10.87 < today.backlog.slope_low
+    assert net.backlog.in_flight == today.backlog.in_flight
+
+
+def test_read_net_of_the_arrivals_a_server_that_falls_behind_is_still_missed():
+    """A simulated FIFO server that serves 5 req/s, offered 6, with only a TPOT SLO (which never moves): its
+    latency, not its arrivals, grows, so the net test misses it as today's does; offered 3 it is met, shown flat."""
+    script = _script()
+    slo = parse_slos(["p99_tpot_ms<=25"])
+
+    def judged(rate: float, judge: type[StepJudge]):
+        records = FifoServer(service_s=0.2).serve(arrivals(rate, 2000, 1), 1)
+        return replay(records, judge(slo, StepRules(), rate=rate, max_s=300.0))[0]
+
+    behind = judged(6.0, script.NetArrivalsJudge)
+    assert behind.state == "missed" and "falls behind" in behind.why and behind.slos[0].over == 0
+    assert behind.backlog.slope_low > 0.5 and behind.at_s == judged(6.0, StepJudge).at_s
+    steady = judged(3.0, script.NetArrivalsJudge)
+    assert steady.state == "met" and steady.backlog.state == "flat"
