@@ -111,3 +111,15 @@ def test_read_net_of_the_arrivals_a_server_that_falls_behind_is_still_missed():
     assert behind.backlog.slope_low > 0.5 and behind.at_s == judged(6.0, StepJudge).at_s
     steady = judged(3.0, script.NetArrivalsJudge)
     assert steady.state == "met" and steady.backlog.state == "flat"
+
+
+def test_the_backlog_benchmark_judges_one_step_with_both_judges_on_a_server_of_known_ceiling():
+    """`benchmarks/backlog_net.py` on its FIFO server (10 req/s): at half its ceiling both judges meet the step,
+    at twice it neither does (its TTFT count or its backlog decides)."""
+    bench = load_script("benchmarks/backlog_net.py")
+    server, ceiling, slos = bench.SERVERS["fifo"]
+    assert ceiling == 10.0
+    easy = bench.judge_step(server, 5.0, slos, seed=1)
+    assert easy == {"today": ("met", False), "net": ("met", False)}
+    hard = bench.judge_step(server, 20.0, slos, seed=1)
+    assert set(hard) == {"today", "net"} and all(state != "met" for state, _ in hard.values())
