@@ -34,13 +34,19 @@ stop_ours() {
 }
 
 # Caches that make a fresh machine's first server start shorter (flashinfer JIT norm kernel,
-# triton kernels, tvm-ffi): restored from .sgl/cache.tar.xz if carried; pack_cache saves them to $OUT.
+# triton kernels, tvm-ffi): restored from .sgl/cache.tar.xz if carried (the last job's), else from the tracked
+# scripts/device/jit-cache.tar.xz (session 39's, sm90: a new checkout has no .sgl/, and without caches the first
+# launch took 154 s instead of 58); pack_cache saves them to $OUT.
 export FLASHINFER_WORKSPACE_BASE=/tmp/sgl/fi
 restore_cache() {
-  if [ -f .sgl/cache.tar.xz ] && [ ! -d /tmp/sgl/fi ]; then
-    stamp "restoring JIT caches from .sgl/cache.tar.xz"
-    tar xJf .sgl/cache.tar.xz -C / || stamp "cache restore failed (continuing)"
-  fi
+  local f
+  for f in .sgl/cache.tar.xz scripts/device/jit-cache.tar.xz; do
+    [ -f "$f" ] && [ ! -d /tmp/sgl/fi ] || continue
+    stamp "restoring JIT caches from $f"
+    tar xJf "$f" -C / || stamp "cache restore failed (continuing)"
+    return 0
+  done
+  return 0
 }
 pack_cache() {
   local dirs=() d
