@@ -19,10 +19,16 @@ Servers (`servetune.testing.simulated`):
   the TPOT count, meets the growth.
 - `batch48`: the same with 48 slots (a running limit; ceiling 15.5 req/s): past it the queue waits before the
   batch, and the TTFT grows.
-Printed per server and load: the steps met / missed / undecided under each judge, and how many each judge decided
-by its backlog test ("falls behind"). With `--seeds 200 --loads 0.9 1.05 1.1 --servers batch48 fifo` (session 39):
-`batch48` at 1.1x met 12 of 200 today, 10 net (1.05x: 40 and 34; 0.9x: missed on the backlog 18 and 19), `fifo`
-at 1.1x 2 and 2 (1.05x: 18 and 18): netting the arrivals is no looser here.
+Variants: `--judges` (`today`: `StepJudge`; `net`: `NetArrivalsJudge`) times `--backlog-seconds` (the window before
+the backlog test first decides, `StepRules.backlog_s`). Printed per server and load, for each variant: the steps
+met / missed / undecided, how many its backlog test decided ("falls behind"), and the mean step length. Session 39:
+- `--seeds 200 --loads 0.9 1.05 1.1 --servers batch48 fifo`: `batch48` at 1.1x met 12 of 200 today, 10 net (1.05x:
+  40 and 34; 0.9x: missed on the backlog 18 and 19), `fifo` at 1.1x 2 and 2 (1.05x: 18 and 18): netting the
+  arrivals is no looser here, nor much different;
+- `--seeds 100 --loads 0.8 0.9 1.05 1.1 --servers batch48 batch fifo --judges today --backlog-seconds 30 45 60`: the
+  window is what matters (docs/capacity.md, "How long the backlog window should be"): at 30 s a batching server at
+  0.9x its ceiling is missed in 11-17 of 100 steps and one at 1.1x met in 3-8; at 60 s in 1-2 and 0-1, for 23-29 s
+  more per met step.
 """
 
 from __future__ import annotations
@@ -62,13 +68,20 @@ SERVERS: dict[str, tuple[SimulatedServer, float, list[str]]] = {
 }
 
 
-def judge_step(server: SimulatedServer, rate: float, slos: list[str], seed: int) -> dict[str, tuple[str, bool]]:
-    """One step's records at `rate`, judged by both judges: judge name -> (state, decided by the backlog)."""
+JUDGES: dict[str, type[StepJudge]] = {"today": StepJudge, "net": NetArrivalsJudge}
+
+
+def judge_step(
+    server: SimulatedServer, rate: float, slos: list[str], seed: int, variants: list[tuple[str, float]] | None = None
+) -> dict[tuple[str, float], tuple[str, bool, float]]:
+    """One step's records at `rate`, judged by each variant (a judge of `JUDGES` and a backlog window in seconds,
+    `StepRules.backlog_s`; default: both judges at 30 s): variant -> (state, decided by the backlog, at s)."""
     records = server.serve(arrivals(rate, int(rate * STEP_S) + 50, seed), seed)
     out = {}
-    for name, judge in (("today", StepJudge), ("net", NetArrivalsJudge)):
-        verdict, _ = replay(records, judge(parse_slos(slos), StepRules(), rate=rate, max_s=STEP_S))
-        out[name] = (verdict.state, "falls behind" in verdict.why)
+    for name, window in variants or [("today", 30.0), ("net", 30.0)]:
+        judge = JUDGES[name](parse_slos(slos), StepRules(backlog_s=window), rate=rate, max_s=STEP_S)
+        verdict, _ = replay(records, judge)
+        out[(name, window)] = (verdict.state, "falls behind" in verdict.why, verdict.at_s)
     return out
 
 
@@ -77,18 +90,29 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--loads", type=float, nargs="+", default=[0.85, 0.95, 1.02, 1.05, 1.1])
     parser.add_argument("--servers", nargs="+", default=list(SERVERS), choices=list(SERVERS))
+    parser.add_argument("--judges", nargs="+", default=list(JUDGES), choices=list(JUDGES))
+    parser.add_argument(
+        "--backlog-seconds", type=float, nargs="+", default=[30.0], help="backlog windows (`--backlog-seconds`)"
+    )
     args = parser.parse_args()
-    print("server | load | today: met / missed / undecided (by backlog) | net: met / missed / undecided (by backlog)")
+    variants = [(j, w) for j in args.judges for w in args.backlog_seconds]
+    heads = [f"{j} {w:g} s: met / missed / undecided (by backlog), mean s" for j, w in variants]
+    print(" | ".join(["server", "load", *heads]))
     for name in args.servers:
         server, ceiling, slos = SERVERS[name]
         for load in args.loads:
-            counts = {j: collections.Counter() for j in ("today", "net")}
+            counts = {v: collections.Counter() for v in variants}
+            seconds = {v: 0.0 for v in variants}
             for seed in range(args.seeds):
-                for j, (state, backlog) in judge_step(server, load * ceiling, slos, seed).items():
-                    counts[j][state] += 1
-                    counts[j]["backlog"] += backlog
-            cells = [f"{c['met']} / {c['missed']} / {c['undecided']} ({c['backlog']})" for c in counts.values()]
-            print(f"{name} | {load:g} | {cells[0]} | {cells[1]}   (of {args.seeds})", flush=True)
+                for v, (state, backlog, at) in judge_step(server, load * ceiling, slos, seed, variants).items():
+                    counts[v][state] += 1
+                    counts[v]["backlog"] += backlog
+                    seconds[v] += at
+            cells = [
+                f"{c['met']} / {c['missed']} / {c['undecided']} ({c['backlog']}), {seconds[v] / args.seeds:.0f}"
+                for v, c in counts.items()
+            ]
+            print(" | ".join([name, f"{load:g}", *cells]) + f"   (of {args.seeds})", flush=True)
 
 
 if __name__ == "__main__":

@@ -114,12 +114,14 @@ def test_read_net_of_the_arrivals_a_server_that_falls_behind_is_still_missed():
 
 
 def test_the_backlog_benchmark_judges_one_step_with_both_judges_on_a_server_of_known_ceiling():
-    """`benchmarks/backlog_net.py` on its FIFO server (10 req/s): at half its ceiling both judges meet the step,
-    at twice it neither does (its TTFT count or its backlog decides)."""
+    """`benchmarks/backlog_net.py` on its FIFO server (10 req/s): at half its ceiling both judges meet the step, each
+    no sooner than its backlog window after the 5 s warm-up span (30 s or 60 s); at twice it no variant does."""
     bench = load_script("benchmarks/backlog_net.py")
     server, ceiling, slos = bench.SERVERS["fifo"]
     assert ceiling == 10.0
-    easy = bench.judge_step(server, 5.0, slos, seed=1)
-    assert easy == {"today": ("met", False), "net": ("met", False)}
-    hard = bench.judge_step(server, 20.0, slos, seed=1)
-    assert set(hard) == {"today", "net"} and all(state != "met" for state, _ in hard.values())
+    variants = [("today", 30.0), ("net", 30.0), ("today", 60.0)]
+    easy = bench.judge_step(server, 5.0, slos, seed=1, variants=variants)
+    assert [(state, backlog) for state, backlog, _ in easy.values()] == [("met", False)] * 3
+    assert easy[("today", 30.0)][2] >= 35.0 and easy[("today", 60.0)][2] >= 65.0
+    hard = bench.judge_step(server, 20.0, slos, seed=1, variants=variants)
+    assert list(hard) == variants and all(state != "met" for state, _, _ in hard.values())
