@@ -1,7 +1,8 @@
-"""The backlog test as it is against the same test net of the arrivals, on simulated servers of known ceiling
-(prints figures; not a test).
+"""The backlog test as it is, against the same test net of the arrivals and with other backlog windows, on simulated
+servers of known ceiling (prints figures; not a test).
 
-    python benchmarks/backlog_net.py [--seeds 40] [--loads 0.85 0.95 1.02 1.05 1.1]
+    python benchmarks/backlog_net.py [--seeds 40] [--loads 0.85 0.95 1.02 1.05 1.1] [--servers fifo batch batch48]
+        [--judges today net] [--backlog-seconds 30 60]
 
 `benchmarks/replay_verdicts.py --net-arrivals` reads recorded steps with `NetArrivalsJudge`: the backlog test on
 requests in flight less those the same arrivals would keep in flight at a constant latency. On the archive it opens
